@@ -1,0 +1,83 @@
+//! Reading and writing strided CPU tensors as typed slices.
+
+use crate::element::Element;
+use crate::layout::{for_each_index, Layout};
+use crate::storage::{CpuStorage, Storage};
+use crate::tensor::Tensor;
+use crate::{Error, Result};
+
+fn cpu<'a>(op: &str, s: &'a Storage) -> Result<&'a CpuStorage> {
+    match s {
+        Storage::Cpu(c) => Ok(c),
+        Storage::Cuda(c) => match *c {},
+    }
+    .map_err(|e: Error| Error::device(op, e.to_string()))
+}
+
+/// The elements of `src` at the positions of `layout`, in row-major order, cast to `T`.
+pub fn gather<S: Element, T: Element>(src: &[S], layout: &Layout) -> Vec<T> {
+    let mut out = Vec::with_capacity(layout.numel());
+    if S::DTYPE == T::DTYPE && layout.is_contiguous() {
+        let n = layout.numel();
+        // Same type: a plain copy (the cast is the identity).
+        for &x in &src[layout.offset..layout.offset + n] {
+            out.push(T::cast_from(x));
+        }
+        return out;
+    }
+    for_each_index(layout, |i| out.push(T::cast_from(src[i])));
+    out
+}
+
+/// Runs `f` on the elements of `t` as a row-major `&[T]`: borrowed when `t` is contiguous and
+/// already of type `T`, otherwise gathered and cast first.
+pub fn read<T: Element, R>(t: &Tensor, f: impl FnOnce(&[T]) -> R) -> Result<R> {
+    let guard = t.storage().read();
+    let s = cpu("read", &guard)?;
+    let l = t.layout();
+    if let Some(v) = T::slice(s) {
+        if l.is_contiguous() {
+            let n = l.numel();
+            return Ok(f(&v[l.offset..l.offset + n]));
+        }
+    }
+    let data: Vec<T> = crate::with_dtype!(s.dtype(), S, {
+        let src = S::slice(s).ok_or_else(|| Error::dtype("read", "storage dtype mismatch"))?;
+        gather::<S, T>(src, l)
+    });
+    drop(guard);
+    Ok(f(&data))
+}
+
+/// The elements of `t` as a row-major `Vec<T>` (cast with PyTorch's rules).
+pub fn to_vec<T: Element>(t: &Tensor) -> Result<Vec<T>> {
+    read(t, |s: &[T]| s.to_vec())
+}
+
+/// Writes `values` (row-major over `t`'s shape, already `t`'s dtype or cast to it) through `t`'s layout.
+pub fn scatter_into<T: Element>(t: &Tensor, values: &[T]) -> Result<()> {
+    if values.len() != t.numel() {
+        return Err(Error::shape("copy_", format!("{} values for a tensor of {} elements", values.len(), t.numel())));
+    }
+    let layout = t.layout().clone();
+    let mut guard = t.storage().write();
+    let s = match &mut *guard {
+        Storage::Cpu(c) => c,
+        Storage::Cuda(c) => match *c {},
+    };
+    crate::with_dtype!(s.dtype(), D, {
+        let dst = D::slice_mut(s).ok_or_else(|| Error::dtype("copy_", "storage dtype mismatch"))?;
+        if layout.is_contiguous() {
+            for (d, &v) in dst[layout.offset..layout.offset + values.len()].iter_mut().zip(values) {
+                *d = D::cast_from(v);
+            }
+        } else {
+            let mut k = 0;
+            for_each_index(&layout, |i| {
+                dst[i] = D::cast_from(values[k]);
+                k += 1;
+            });
+        }
+    });
+    Ok(())
+}

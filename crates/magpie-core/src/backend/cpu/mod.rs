@@ -1,0 +1,7 @@
+//! CPU kernels: the reference backend. Kernels read any strided layout; results are contiguous.
+
+mod access;
+mod elementwise;
+
+pub use access::{gather, read, scatter_into, to_vec};
+pub use elementwise::{map_binary, map_unary, map_unary_into, par_map};

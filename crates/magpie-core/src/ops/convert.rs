@@ -1,0 +1,150 @@
+//! Dtype conversion, copies and fills: `to_dtype`, `copy` (PyTorch's `clone`), `contiguous`,
+//! `copy_`, `fill_`, `zero_`, reading values back (`to_vec`, `item`).
+
+use crate::autograd::{self, is_grad_enabled};
+use crate::backend::cpu;
+use crate::dtype::DType;
+use crate::element::Element;
+use crate::scalar::Scalar;
+use crate::storage::{CpuStorage, Storage};
+use crate::tensor::Tensor;
+use crate::{Error, Result};
+
+impl Tensor {
+    /// `tensor.to(dtype)`: a converted copy (the same handle if the dtype already matches).
+    pub fn to_dtype(&self, dtype: DType) -> Result<Tensor> {
+        if dtype == self.dtype() {
+            return Ok(self.clone());
+        }
+        let out = {
+            let st = crate::with_dtype!(dtype, T, { T::into_storage(cpu::to_vec::<T>(self)?) });
+            Tensor::from_cpu_storage(st, self.shape())?
+        };
+        let src = self.dtype();
+        if dtype.is_float() || dtype.is_complex() {
+            autograd::record("ToCopy", &[self], &[out.clone()], move |_, g| Ok(vec![Some(g[0].to_dtype(src)?)]));
+        }
+        Ok(out)
+    }
+    /// PyTorch's `tensor.clone()`: a contiguous copy of the data, differentiable.
+    /// (Rust's `Clone` copies the handle, as assigning a tensor in Python does.)
+    pub fn copy(&self) -> Result<Tensor> {
+        let st = crate::with_dtype!(self.dtype(), T, { T::into_storage(cpu::to_vec::<T>(self)?) });
+        let out = Tensor::from_cpu_storage(st, self.shape())?;
+        autograd::record("Clone", &[self], &[out.clone()], |_, g| Ok(vec![Some(g[0].clone())]));
+        Ok(out)
+    }
+    /// `tensor.contiguous()`: itself if already contiguous, else a contiguous copy.
+    pub fn contiguous(&self) -> Result<Tensor> {
+        if self.is_contiguous() {
+            Ok(self.clone())
+        } else {
+            self.copy()
+        }
+    }
+    /// The elements as a row-major `Vec<T>`, cast with PyTorch's rules (reads back to the host).
+    pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
+        cpu::to_vec(self)
+    }
+    /// `tensor.item()`: the value of a one-element tensor.
+    pub fn item(&self) -> Result<Scalar> {
+        if self.numel() != 1 {
+            return Err(Error::value(
+                "item",
+                format!("a Tensor with {} elements cannot be converted to Scalar", self.numel()),
+            ));
+        }
+        let d = self.dtype();
+        Ok(if d.is_bool() {
+            Scalar::Bool(cpu::to_vec::<bool>(self)?[0])
+        } else if d.is_int() {
+            Scalar::Int(cpu::to_vec::<i64>(self)?[0])
+        } else if d.is_complex() {
+            Scalar::Complex(cpu::to_vec::<num_complex::Complex64>(self)?[0])
+        } else {
+            Scalar::Float(cpu::to_vec::<f64>(self)?[0])
+        })
+    }
+    /// `tensor.tolist()` flattened: the values as f64 (row-major).
+    pub fn to_f64_vec(&self) -> Result<Vec<f64>> {
+        cpu::to_vec(self)
+    }
+
+    /// Checks that an in-place write to this tensor is allowed under autograd.
+    pub(crate) fn check_inplace(&self, op: &str) -> Result<()> {
+        if is_grad_enabled() && self.requires_grad() {
+            if self.is_leaf() && self.base().is_none() {
+                return Err(Error::autograd(
+                    op,
+                    "a leaf Variable that requires grad is being used in an in-place operation.",
+                ));
+            }
+            if self.base().is_some_and(|b| b.requires_grad()) {
+                return Err(Error::unsupported(op, "in-place writes to a view of a tensor that requires grad"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes `value`'s data into this tensor's elements (through views) and, under autograd,
+    /// makes `value`'s history this tensor's history (PyTorch's in-place rebase).
+    pub(crate) fn assign_(&self, op: &str, value: &Tensor) -> Result<Tensor> {
+        self.check_inplace(op)?;
+        if value.shape() != self.shape() {
+            return Err(Error::shape(
+                op,
+                format!("output with shape {:?} doesn't match the broadcast shape {:?}", self.shape(), value.shape()),
+            ));
+        }
+        write_values(self, value)?;
+        if is_grad_enabled() && value.requires_grad() {
+            self.set_grad_fn(value.grad_edge());
+        }
+        Ok(self.clone())
+    }
+
+    /// `tensor.copy_(src)`: copies `src` (broadcast to this shape, cast to this dtype) in place.
+    pub fn copy_(&self, src: &Tensor) -> Result<Tensor> {
+        let b = src.broadcast_to(self.shape())?;
+        if self.requires_grad() || src.requires_grad() {
+            let v = b.to_dtype(self.dtype())?.copy()?;
+            return self.assign_("copy_", &v);
+        }
+        self.check_inplace("copy_")?;
+        write_values(self, &b)?;
+        Ok(self.clone())
+    }
+    /// `tensor.fill_(value)`.
+    pub fn fill_(&self, value: impl Into<Scalar>) -> Result<Tensor> {
+        let v = value.into();
+        self.check_inplace("fill_")?;
+        let t = Tensor::full_on(self.shape(), v, self.dtype(), self.device())?;
+        write_values(self, &t)?;
+        if is_grad_enabled() && self.requires_grad() {
+            self.set_grad_fn(None);
+        }
+        Ok(self.clone())
+    }
+    /// `tensor.zero_()`.
+    pub fn zero_(&self) -> Result<Tensor> {
+        self.fill_(0i64)
+    }
+}
+
+/// Copies the values of `src` (same shape) into `dst`'s elements, cast to `dst`'s dtype.
+/// Reads `src` fully before taking the write lock, so `src` may alias `dst`.
+fn write_values(dst: &Tensor, src: &Tensor) -> Result<()> {
+    crate::with_dtype!(dst.dtype(), T, {
+        let v: Vec<T> = cpu::to_vec(src)?;
+        cpu::scatter_into(dst, &v)
+    })
+}
+
+/// The CPU storage of a tensor, for kernels that need the raw typed buffer.
+pub(crate) fn with_cpu<R>(t: &Tensor, f: impl FnOnce(&CpuStorage) -> R) -> Result<R> {
+    let g = t.storage().read();
+    match &*g {
+        Storage::Cpu(c) => Ok(f(c)),
+        Storage::Cuda(c) => match *c {},
+    }
+}

@@ -1,0 +1,45 @@
+//! The op surface, one file per family. Each op is a method on [`Tensor`] (or a free function
+//! for creation ops) with PyTorch's name and semantics, records its backward rule, and is also
+//! listed in the registry (`crate::registry`) under its PyTorch name.
+
+pub mod binary;
+pub mod convert;
+pub mod creation;
+pub mod reduce;
+pub mod unary;
+pub mod view;
+
+use crate::tensor::Tensor;
+use crate::Result;
+
+/// A tensor argument or a Python-style scalar (`a + b` or `a + 2`).
+#[derive(Clone, Debug)]
+pub enum Operand<'a> {
+    Tensor(&'a Tensor),
+    Scalar(crate::Scalar),
+}
+
+impl Tensor {
+    /// The `dtype::Operand` this tensor is for type promotion (dim vs 0-d).
+    pub(crate) fn promo(&self) -> crate::dtype::Operand {
+        if self.ndim() == 0 {
+            crate::dtype::Operand::ZeroDim(self.dtype())
+        } else {
+            crate::dtype::Operand::Dim(self.dtype())
+        }
+    }
+}
+
+/// Fails with a device error unless every tensor is on the same device.
+pub(crate) fn same_device(op: &str, ts: &[&Tensor]) -> Result<crate::Device> {
+    let d = ts.first().map(|t| t.device()).unwrap_or_default();
+    for t in ts {
+        if t.device() != d {
+            return Err(crate::Error::device(
+                op,
+                format!("Expected all tensors to be on the same device, but found at least two devices, {d} and {}!", t.device()),
+            ));
+        }
+    }
+    Ok(d)
+}

@@ -1,0 +1,156 @@
+//! Registry entries for the core ops (creation, conversion, views, arithmetic, reductions).
+
+use super::{Args, Registry, Value};
+use crate::ops::binary::{binary, ADD, DIV, MUL, SUB};
+use crate::ops::Operand;
+use crate::tensor::Tensor;
+use crate::{Error, Result, Scalar};
+
+fn t(v: Tensor) -> Result<Value> {
+    Ok(Value::Tensor(v))
+}
+
+/// `add(input, other, *, alpha=1)` and `sub`: `alpha` scales `other`.
+fn add_sub(a: &mut Args, sub: bool) -> Result<Value> {
+    let x = a.tensor(0, "input")?;
+    let y = a.tensor_or_scalar(1, "other")?;
+    let alpha = a.opt_scalar(2, "alpha")?;
+    let spec = if sub { &SUB } else { &ADD };
+    if sub && x.dtype().is_bool() {
+        if let super::args::TensorOrScalar::Tensor(y) = &y {
+            if y.dtype().is_bool() {
+                return t(x.sub(y)?);
+            }
+        }
+    }
+    match alpha {
+        None => t(binary(spec, Operand::Tensor(&x), y.operand())?),
+        Some(al) => {
+            let scaled = match &y {
+                super::args::TensorOrScalar::Tensor(yt) => {
+                    if yt.dtype().is_integral() && !al.is_integral() {
+                        return Err(Error::dtype(a.op(), "For integral input tensors, argument alpha must not be a floating point number."));
+                    }
+                    super::args::TensorOrScalar::Tensor(binary(&MUL, Operand::Tensor(yt), Operand::Scalar(al))?)
+                }
+                super::args::TensorOrScalar::Scalar(s) => super::args::TensorOrScalar::Scalar(Scalar::Float(s.to_f64() * al.to_f64())),
+            };
+            t(binary(spec, Operand::Tensor(&x), scaled.operand())?)
+        }
+    }
+}
+
+/// Registers the core ops.
+pub(crate) fn register(r: &mut Registry) {
+    r.add("add", |a| add_sub(a, false));
+    r.add("sub", |a| add_sub(a, true));
+    r.add_all(&["mul", "multiply"], |a| {
+        let x = a.tensor(0, "input")?;
+        let y = a.tensor_or_scalar(1, "other")?;
+        t(binary(&MUL, Operand::Tensor(&x), y.operand())?)
+    });
+    r.add_all(&["true_divide", "divide"], |a| {
+        let x = a.tensor(0, "input")?;
+        let y = a.tensor_or_scalar(1, "other")?;
+        t(binary(&DIV, Operand::Tensor(&x), y.operand())?)
+    });
+    r.add("neg", |a| t(a.tensor(0, "input")?.neg()?));
+    r.add("exp", |a| t(a.tensor(0, "input")?.exp()?));
+    r.add("log", |a| t(a.tensor(0, "input")?.log()?));
+    r.add("sqrt", |a| t(a.tensor(0, "input")?.sqrt()?));
+    r.add("clone", |a| {
+        let x = a.tensor(0, "input")?;
+        a.ignore(&["memory_format"]);
+        t(x.copy()?)
+    });
+    r.add("contiguous", |a| {
+        let x = a.tensor(0, "input")?;
+        a.ignore(&["memory_format"]);
+        t(x.contiguous()?)
+    });
+    r.add("item", |a| Ok(a.tensor(0, "input")?.item()?.into()));
+    r.add("sum", |a| {
+        let x = a.tensor(0, "input")?;
+        let dims = a.opt_ints(1, "dim")?;
+        let keep = a.bool_or(2, "keepdim", false)?;
+        let dt = a.opt_dtype(3, "dtype")?;
+        t(x.sum_dims(dims.as_deref(), keep, dt)?)
+    });
+    r.add("mean", |a| {
+        let x = a.tensor(0, "input")?;
+        let dims = a.opt_ints(1, "dim")?;
+        let keep = a.bool_or(2, "keepdim", false)?;
+        let dt = a.opt_dtype(3, "dtype")?;
+        t(x.mean_dims(dims.as_deref(), keep, dt)?)
+    });
+    // views
+    r.add_all(&["view", "reshape"], |a| {
+        let x = a.tensor(0, "input")?;
+        let s = a.int_list_or_varargs(1, "shape")?;
+        t(if a.op() == "view" { x.view(&s)? } else { x.reshape(&s)? })
+    });
+    r.add_all(&["transpose", "swapaxes", "swapdims"], |a| {
+        let x = a.tensor(0, "input")?;
+        t(x.transpose(a.int(1, "dim0")?, a.int(2, "dim1")?)?)
+    });
+    r.add("t", |a| t(a.tensor(0, "input")?.t()?));
+    r.add("mT", |a| t(a.tensor(0, "input")?.mt()?));
+    r.add("permute", |a| {
+        let x = a.tensor(0, "input")?;
+        t(x.permute(&a.int_list_or_varargs(1, "dims")?)?)
+    });
+    r.add("narrow", |a| {
+        let x = a.tensor(0, "input")?;
+        t(x.narrow(a.int(1, "dim")?, a.int(2, "start")?, a.int(3, "length")?)?)
+    });
+    r.add("select", |a| {
+        let x = a.tensor(0, "input")?;
+        t(x.select(a.int(1, "dim")?, a.int(2, "index")?)?)
+    });
+    r.add_all(&["expand", "broadcast_to"], |a| {
+        let x = a.tensor(0, "input")?;
+        t(x.expand(&a.int_list_or_varargs(1, "size")?)?)
+    });
+    r.add("expand_as", |a| {
+        let x = a.tensor(0, "input")?;
+        t(x.expand_as(&a.tensor(1, "other")?)?)
+    });
+    r.add("unsqueeze", |a| {
+        let x = a.tensor(0, "input")?;
+        t(x.unsqueeze(a.int(1, "dim")?)?)
+    });
+    r.add("squeeze", |a| {
+        let x = a.tensor(0, "input")?;
+        match a.opt_ints(1, "dim")? {
+            None => t(x.squeeze()?),
+            Some(d) => t(x.squeeze_dims(&d)?),
+        }
+    });
+    r.add("flatten", |a| {
+        let x = a.tensor(0, "input")?;
+        t(x.flatten(a.int_or(1, "start_dim", 0)?, a.int_or(2, "end_dim", -1)?)?)
+    });
+    r.add("unflatten", |a| {
+        let x = a.tensor(0, "input")?;
+        t(x.unflatten(a.int(1, "dim")?, &a.ints(2, "sizes")?)?)
+    });
+    r.add("unfold", |a| {
+        let x = a.tensor(0, "input")?;
+        t(x.unfold(a.int(1, "dimension")?, a.int(2, "size")?, a.int(3, "step")?)?)
+    });
+    r.add("diagonal", |a| {
+        let x = a.tensor(0, "input")?;
+        t(x.diagonal(a.int_or(1, "offset", 0)?, a.int_or(2, "dim1", 0)?, a.int_or(3, "dim2", 1)?)?)
+    });
+    r.add("as_strided", |a| {
+        let x = a.tensor(0, "input")?;
+        let size = a.ints(1, "size")?;
+        let stride = a.ints(2, "stride")?;
+        let off = a.opt_int(3, "storage_offset")?;
+        t(x.as_strided(&size, &stride, off)?)
+    });
+    r.add_all(&["movedim", "moveaxis"], |a| {
+        let x = a.tensor(0, "input")?;
+        t(x.movedim(&a.ints(1, "source")?, &a.ints(2, "destination")?)?)
+    });
+}

@@ -1,0 +1,68 @@
+//! `CpuStorage`: one typed vector per dtype.
+
+use crate::dtype::DType;
+use crate::element::Element;
+use crate::float8::{F8E4M3, F8E5M2};
+use half::{bf16, f16};
+use num_complex::{Complex32, Complex64};
+
+/// Host memory of one dtype.
+#[derive(Debug, Clone)]
+pub enum CpuStorage {
+    Bool(Vec<bool>),
+    U8(Vec<u8>),
+    I8(Vec<i8>),
+    I16(Vec<i16>),
+    I32(Vec<i32>),
+    I64(Vec<i64>),
+    F16(Vec<f16>),
+    BF16(Vec<bf16>),
+    F32(Vec<f32>),
+    F64(Vec<f64>),
+    C64(Vec<Complex32>),
+    C128(Vec<Complex64>),
+    F8E4M3(Vec<F8E4M3>),
+    F8E5M2(Vec<F8E5M2>),
+}
+
+impl CpuStorage {
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        match self {
+            CpuStorage::Bool(_) => DType::Bool,
+            CpuStorage::U8(_) => DType::U8,
+            CpuStorage::I8(_) => DType::I8,
+            CpuStorage::I16(_) => DType::I16,
+            CpuStorage::I32(_) => DType::I32,
+            CpuStorage::I64(_) => DType::I64,
+            CpuStorage::F16(_) => DType::F16,
+            CpuStorage::BF16(_) => DType::BF16,
+            CpuStorage::F32(_) => DType::F32,
+            CpuStorage::F64(_) => DType::F64,
+            CpuStorage::C64(_) => DType::C64,
+            CpuStorage::C128(_) => DType::C128,
+            CpuStorage::F8E4M3(_) => DType::F8E4M3,
+            CpuStorage::F8E5M2(_) => DType::F8E5M2,
+        }
+    }
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        crate::with_dtype!(self.dtype(), T, { T::slice(self).map_or(0, |s| s.len()) })
+    }
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// `n` zeros of `dtype`.
+    pub fn zeros(dtype: DType, n: usize) -> CpuStorage {
+        crate::with_dtype!(dtype, T, { T::into_storage(vec![T::default(); n]) })
+    }
+    /// Borrows the elements as `T` (None if the dtype differs).
+    pub fn as_slice<T: Element>(&self) -> Option<&[T]> {
+        T::slice(self)
+    }
+    /// Mutably borrows the elements as `T`.
+    pub fn as_mut_slice<T: Element>(&mut self) -> Option<&mut [T]> {
+        T::slice_mut(self)
+    }
+}
