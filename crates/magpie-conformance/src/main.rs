@@ -1,1 +1,274 @@
-fn main(){}
+//! `magpie-conformance`: runs PyTorch's OpInfo cases against torch-magpie and reports, per op
+//! and in total, what passes. Cases run in a worker process with each case behind
+//! `catch_unwind`; a case that aborts or hangs the worker is recorded as crashed and the run
+//! goes on in a fresh worker.
+
+mod adapt;
+mod case;
+mod compare;
+mod load;
+mod manifest;
+mod report;
+
+use case::{run_case, CaseResult, Status};
+use clap::Parser;
+use magpie_core::Device;
+use report::{Baseline, Tally};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+#[derive(Parser)]
+#[command(about = "Run PyTorch's OpInfo conformance cases against torch-magpie")]
+struct Cli {
+    /// A case folder (manifest.json + cases.safetensors); repeat for several.
+    #[arg(long, required = true)]
+    cases: Vec<PathBuf>,
+    /// cpu or cuda.
+    #[arg(long, default_value = "cpu")]
+    device: String,
+    /// Only cases of this op (OpInfo name, with or without the variant).
+    #[arg(long)]
+    op: Option<String>,
+    /// Write per-case records as JSON.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Print the per-op table.
+    #[arg(long)]
+    per_op: bool,
+    /// Compare per-op passed counts with this baseline file; fail on any drop.
+    #[arg(long)]
+    baseline: Option<PathBuf>,
+    /// Rewrite the baseline file with the current counts.
+    #[arg(long)]
+    update_baseline: bool,
+    /// Rewrite the conformance section of this README.
+    #[arg(long)]
+    readme: Option<PathBuf>,
+    /// Fail if the README's conformance section differs from the current results.
+    #[arg(long)]
+    readme_check: Option<PathBuf>,
+    /// Seconds a single case may take before it counts as crashed.
+    #[arg(long, default_value_t = 60)]
+    case_timeout: u64,
+    #[arg(long, hide = true)]
+    worker: bool,
+    #[arg(long, hide = true, default_value_t = 0)]
+    start: usize,
+}
+
+const TAG: &str = "@@case ";
+
+fn selected(m: &manifest::Manifest, op: &Option<String>) -> Vec<manifest::Case> {
+    m.cases
+        .iter()
+        .filter(|c| op.as_ref().is_none_or(|o| &c.op == o || &c.full_op() == o))
+        .cloned()
+        .collect()
+}
+
+fn read_folder(dir: &Path) -> Result<(manifest::Manifest, Vec<u8>), String> {
+    let m = manifest::load(&dir.join("manifest.json"))?;
+    let st = dir.join("cases.safetensors");
+    let bytes = std::fs::read(&st).map_err(|e| format!("cannot read {}: {e}", st.display()))?;
+    Ok((m, bytes))
+}
+
+fn worker(cli: &Cli, device: Device) -> Result<(), String> {
+    let dir = &cli.cases[0];
+    let (m, bytes) = read_folder(dir)?;
+    let mut loader = load::Loader::new(&bytes)?;
+    let cases = selected(&m, &cli.op);
+    std::panic::set_hook(Box::new(|info| {
+        let msg = info.to_string().replace('\n', " ");
+        LAST_PANIC.with(|p| *p.borrow_mut() = msg);
+    }));
+    let stdout = std::io::stdout();
+    for c in cases.iter().skip(cli.start) {
+        let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_case(c, &mut loader, device)));
+        let r = res.unwrap_or_else(|_| CaseResult {
+            id: c.id.clone(),
+            op: c.full_op(),
+            value: Status::Crashed,
+            grad: c.grad.as_ref().map(|_| Status::Crashed),
+            message: format!("panic: {}", LAST_PANIC.with(|p| p.borrow().clone())),
+            error_case: c.is_error_case(),
+            bad_data: false,
+        });
+        let line = serde_json::to_string(&r).map_err(|e| e.to_string())?;
+        let mut out = stdout.lock();
+        writeln!(out, "{TAG}{line}").and_then(|_| out.flush()).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+thread_local! {
+    static LAST_PANIC: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+}
+
+/// Runs one folder through workers, restarting after a crash or a hang.
+fn run_folder(cli: &Cli, dir: &Path, cases: &[manifest::Case]) -> Result<Vec<CaseResult>, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let mut results: Vec<CaseResult> = Vec::with_capacity(cases.len());
+    while results.len() < cases.len() {
+        let mut cmd = Command::new(&exe);
+        cmd.arg("--worker").arg("--cases").arg(dir).arg("--device").arg(&cli.device);
+        cmd.arg("--start").arg(results.len().to_string());
+        if let Some(op) = &cli.op {
+            cmd.arg("--op").arg(op);
+        }
+        let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().map_err(|e| format!("cannot start worker: {e}"))?;
+        let stdout = child.stdout.take().ok_or("worker has no stdout")?;
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(j) = line.strip_prefix(TAG) {
+                    if tx.send(j.to_string()).is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+        loop {
+            if results.len() == cases.len() {
+                let _ = child.wait();
+                break;
+            }
+            match rx.recv_timeout(Duration::from_secs(cli.case_timeout)) {
+                Ok(j) => results.push(serde_json::from_str(&j).map_err(|e| format!("bad worker record: {e}"))?),
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    results.push(crashed(&cases[results.len()], format!("timed out after {} s", cli.case_timeout)));
+                    break;
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    let status = child.wait().map_err(|e| e.to_string())?;
+                    if results.len() < cases.len() {
+                        results.push(crashed(&cases[results.len()], format!("worker process died ({status})")));
+                    }
+                    break;
+                }
+            }
+        }
+        eprint!("\r{}: {}/{} cases", dir.display(), results.len(), cases.len());
+    }
+    eprintln!();
+    Ok(results)
+}
+
+fn crashed(c: &manifest::Case, msg: String) -> CaseResult {
+    CaseResult {
+        id: c.id.clone(),
+        op: c.full_op(),
+        value: Status::Crashed,
+        grad: c.grad.as_ref().map(|_| Status::Crashed),
+        message: msg,
+        error_case: c.is_error_case(),
+        bad_data: false,
+    }
+}
+
+fn folder_name(dir: &Path) -> String {
+    dir.file_name().map(|s| s.to_string_lossy().to_string()).unwrap_or_else(|| dir.display().to_string())
+}
+
+fn main() {
+    let cli = Cli::parse();
+    match real_main(&cli) {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            eprintln!("magpie-conformance: {e}");
+            std::process::exit(2);
+        }
+    }
+}
+
+fn real_main(cli: &Cli) -> Result<i32, String> {
+    let device = Device::parse(&cli.device).map_err(|e| e.to_string())?;
+    if device.is_cuda() && !magpie_core::backend::cuda::is_available() {
+        return Err(format!("--device {}: CUDA is not available here (no CUDA backend in this build, or no GPU/driver)", cli.device));
+    }
+    if cli.worker {
+        worker(cli, device)?;
+        return Ok(0);
+    }
+    let mut code = 0;
+    let mut folders: Vec<(String, Tally)> = Vec::new();
+    let mut all: Vec<CaseResult> = Vec::new();
+    let mut current: Baseline = Baseline::new();
+    let mut torch_version = String::new();
+    let mut passed = 0;
+    let mut total = 0;
+    for dir in &cli.cases {
+        let (m, bytes) = read_folder(dir)?;
+        load::Loader::new(&bytes)?; // fail early on an unreadable tensor file
+        torch_version = m.torch_version.clone();
+        let cases = selected(&m, &cli.op);
+        let results = run_folder(cli, dir, &cases)?;
+        let name = folder_name(dir);
+        let t = Tally::of(&results);
+        report::print_folder(&name, &results, &t, cli.per_op);
+        let bad: Vec<&CaseResult> = results.iter().filter(|r| r.bad_data).collect();
+        if !bad.is_empty() {
+            for r in &bad {
+                eprintln!("bad case data in {}: {}: {}", name, r.id, r.message);
+            }
+            code = 2;
+        }
+        for r in &results {
+            // A case passes when its value (or error check) and its gradient part pass.
+            total += 1;
+            if r.value == Status::Passed && r.grad.is_none_or(|g| g == Status::Passed) {
+                passed += 1;
+            }
+        }
+        current.insert(name.clone(), t.passed_per_op());
+        folders.push((name, t));
+        all.extend(results);
+    }
+    if let Some(path) = &cli.json {
+        let j = serde_json::json!({ "cases": all });
+        std::fs::write(path, serde_json::to_string_pretty(&j).map_err(|e| e.to_string())?)
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    if let Some(path) = &cli.baseline {
+        if cli.update_baseline {
+            let text = serde_json::to_string_pretty(&current).map_err(|e| e.to_string())?;
+            std::fs::write(path, text + "\n").map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            println!("baseline written to {}", path.display());
+        } else if cli.op.is_none() {
+            let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read baseline {}: {e}", path.display()))?;
+            let base: Baseline = serde_json::from_str(&text).map_err(|e| format!("malformed baseline {}: {e}", path.display()))?;
+            let (drops, rose) = report::check_baseline(&base, &current);
+            if !drops.is_empty() {
+                println!("conformance dropped below the baseline:");
+                for d in &drops {
+                    println!("  {d}");
+                }
+                code = 1;
+            } else if rose {
+                println!("conformance rose above the baseline: commit the new counts with --update-baseline");
+            } else {
+                println!("conformance matches the baseline");
+            }
+        }
+    }
+    let section = report::readme_section(&folders, &torch_version);
+    if let Some(path) = &cli.readme {
+        let doc = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        std::fs::write(path, report::splice(&doc, &section)?).map_err(|e| e.to_string())?;
+        println!("conformance table written to {}", path.display());
+    }
+    if let Some(path) = &cli.readme_check {
+        let doc = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        if report::splice(&doc, &section)? != doc {
+            println!("{}'s conformance table is stale: rerun with --readme {}", path.display(), path.display());
+            code = code.max(1);
+        }
+    }
+    println!("{passed} passed, {} failed", total - passed);
+    Ok(code)
+}

@@ -236,3 +236,83 @@ impl Tensor {
         self.assign_("div_", &r.to_dtype(self.dtype())?)
     }
 }
+
+spec!(EQ, "eq", "eq", Promote::Bool, |a, b| (a == b) as u8 as f32, |a, b| (a == b) as u8 as f64, None, None, None, Some((|a, b| a == b, |a, b| a == b)), None);
+spec!(NE, "ne", "ne", Promote::Bool, |a, b| (a != b) as u8 as f32, |a, b| (a != b) as u8 as f64, None, None, None, Some((|a, b| a != b, |a, b| a != b)), None);
+spec!(LT, "lt", "lt", Promote::Bool, |a, b| (a < b) as u8 as f32, |a, b| (a < b) as u8 as f64, None, None, None, Some((|a, b| a < b, |a, b| a < b)), None);
+spec!(LE, "le", "le", Promote::Bool, |a, b| (a <= b) as u8 as f32, |a, b| (a <= b) as u8 as f64, None, None, None, Some((|a, b| a <= b, |a, b| a <= b)), None);
+spec!(GT, "gt", "gt", Promote::Bool, |a, b| (a > b) as u8 as f32, |a, b| (a > b) as u8 as f64, None, None, None, Some((|a, b| a > b, |a, b| a > b)), None);
+spec!(GE, "ge", "ge", Promote::Bool, |a, b| (a >= b) as u8 as f32, |a, b| (a >= b) as u8 as f64, None, None, None, Some((|a, b| a >= b, |a, b| a >= b)), None);
+
+macro_rules! cmp_methods {
+    ($($m:ident, $ms:ident, $spec:ident);*) => {
+        impl Tensor {$(
+            #[doc = concat!("`torch.", stringify!($m), "(a, b)`: elementwise comparison, a bool tensor.")]
+            pub fn $m(&self, other: &Tensor) -> Result<Tensor> {
+                binary(&$spec, Operand::Tensor(self), Operand::Tensor(other))
+            }
+            #[doc = concat!("`torch.", stringify!($m), "(a, s)` with a scalar.")]
+            pub fn $ms(&self, s: impl Into<Scalar>) -> Result<Tensor> {
+                binary(&$spec, Operand::Tensor(self), Operand::Scalar(s.into()))
+            }
+        )*}
+    };
+}
+cmp_methods!(eq, eq_scalar, EQ; ne, ne_scalar, NE; lt, lt_scalar, LT; le, le_scalar, LE; gt, gt_scalar, GT; ge, ge_scalar, GE);
+
+spec!(POW, "pow", "pow", Promote::Same, f32::powf, f64::powf, Some(|a: i64, b: i64| if b < 0 { if a == 1 { 1 } else if a == -1 { if b % 2 == 0 { 1 } else { -1 } } else { 0 } } else { a.wrapping_pow(b.min(u32::MAX as i64) as u32) }), None, Some(|a: Complex64, b: Complex64| a.powc(b)), None,
+    Some(|a, b, o, g| {
+        let ga = g.mul(&b.mul(&a.pow(&b.sub_scalar(1)?)?)?)?;
+        // d/db a^b = a^b ln a, taken as 0 where a == 0 and b >= 0 (PyTorch's convention)
+        let lg = a.log()?;
+        let safe = a.eq_scalar(0)?.where_(&a.zeros_like()?, &lg)?;
+        let gb = g.mul(&o.mul(&safe)?)?;
+        Ok((Some(ga), Some(gb)))
+    }));
+
+impl Tensor {
+    /// `torch.pow(a, b)`.
+    pub fn pow(&self, exponent: &Tensor) -> Result<Tensor> {
+        binary(&POW, Operand::Tensor(self), Operand::Tensor(exponent))
+    }
+    /// `torch.pow(a, s)` with a scalar exponent.
+    pub fn pow_scalar(&self, s: impl Into<Scalar>) -> Result<Tensor> {
+        binary(&POW, Operand::Tensor(self), Operand::Scalar(s.into()))
+    }
+    /// `torch.where(cond, self, other)` as a method of the condition: `cond.where_(a, b)`
+    /// picks `a` where true, `b` where false (broadcasting all three).
+    pub fn where_(&self, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+        where_cond(self, a, b)
+    }
+}
+
+/// `torch.where(condition, input, other)` with broadcasting and type promotion; differentiable in `input` and `other`.
+pub fn where_cond(cond: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    if cond.dtype() != DType::Bool {
+        return Err(Error::dtype("where", format!("where expected condition to be a boolean tensor, but got a tensor with dtype {}", cond.dtype().name())));
+    }
+    let dt = result_type(&[a.promo(), b.promo()])?;
+    let shape = crate::shape::broadcast_all("where", &[cond.shape(), a.shape(), b.shape()])?;
+    let c = cond.broadcast_to(&shape)?;
+    let (ab, bb) = {
+        let _ng = autograd::no_grad();
+        (a.broadcast_to(&shape)?, b.broadcast_to(&shape)?)
+    };
+    let out = crate::with_dtype!(dt, T, {
+        let cv: Vec<bool> = cpu::to_vec(&c)?;
+        let av: Vec<T> = cpu::to_vec(&ab)?;
+        let bv: Vec<T> = cpu::to_vec(&bb)?;
+        let v: Vec<T> = cv.iter().zip(av.iter().zip(&bv)).map(|(&k, (&x, &y))| if k { x } else { y }).collect();
+        Tensor::from_vec(v, &shape)?
+    });
+    let sc = Saved::new("where", cond);
+    let (sha, shb) = (a.shape().to_vec(), b.shape().to_vec());
+    autograd::record("Where", &[a, b], &[out.clone()], move |ctx, g| {
+        let c = sc.get()?;
+        let z = g[0].zeros_like()?;
+        let ga = if ctx.needs_input_grad(0) { Some(c.where_(&g[0], &z)?.sum_to_size(&sha)?) } else { None };
+        let gb = if ctx.needs_input_grad(1) { Some(c.where_(&z, &g[0])?.sum_to_size(&shb)?) } else { None };
+        Ok(vec![ga, gb])
+    });
+    Ok(out)
+}

@@ -26,6 +26,13 @@ impl Tensor {
         }
         Ok(out)
     }
+    /// `tensor.to(device)`: the same handle if already there, else a copy on `device`.
+    pub fn to_device(&self, device: crate::Device) -> Result<Tensor> {
+        if device == self.device() {
+            return Ok(self.clone());
+        }
+        Err(crate::backend::cuda::unavailable("to"))
+    }
     /// PyTorch's `tensor.clone()`: a contiguous copy of the data, differentiable.
     /// (Rust's `Clone` copies the handle, as assigning a tensor in Python does.)
     pub fn copy(&self) -> Result<Tensor> {

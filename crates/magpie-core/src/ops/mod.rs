@@ -2,10 +2,27 @@
 //! for creation ops) with PyTorch's name and semantics, records its backward rule, and is also
 //! listed in the registry (`crate::registry`) under its PyTorch name.
 
+pub mod activation;
 pub mod binary;
+pub mod conv;
 pub mod convert;
 pub mod creation;
+pub mod index;
+pub mod indexing;
+pub mod linalg;
+pub mod loss;
+pub mod matmul;
+pub mod norm;
+pub mod pad;
+pub mod pool;
+pub mod random;
 pub mod reduce;
+pub mod scan;
+pub mod shape_ops;
+pub mod softmax;
+pub mod sort;
+pub mod special;
+pub mod ternary;
 pub mod unary;
 pub mod view;
 

@@ -10,6 +10,11 @@ use crate::{Error, Result};
 
 /// The dims to reduce (all when `dims` is None or empty, as PyTorch's `dim=None` / `dim=[]`).
 pub(crate) fn reduce_dims(op: &str, t: &Tensor, dims: Option<&[i64]>) -> Result<Vec<usize>> {
+    if t.ndim() == 0 {
+        // A 0-d tensor accepts dim 0 / -1 and reduces nothing.
+        wrap_dims(op, dims.unwrap_or(&[]), 0)?;
+        return Ok(Vec::new());
+    }
     match dims {
         None => Ok((0..t.ndim()).collect()),
         Some([]) => Ok((0..t.ndim()).collect()),

@@ -12,10 +12,17 @@
 //! ```
 
 mod args;
+mod binary_ops;
 mod core_ops;
+mod creation_ops;
+mod linalg_ops;
+mod nn_ops;
+mod reduce_ops;
+mod shape_ops;
+mod unary_ops;
 mod value;
 
-pub use args::Args;
+pub use args::{Args, TensorOrScalar};
 pub use value::Value;
 
 use crate::{Error, Result};
@@ -49,6 +56,13 @@ fn table() -> &'static Registry {
     T.get_or_init(|| {
         let mut r = Registry::default();
         core_ops::register(&mut r);
+        unary_ops::register(&mut r);
+        binary_ops::register(&mut r);
+        reduce_ops::register(&mut r);
+        shape_ops::register(&mut r);
+        linalg_ops::register(&mut r);
+        nn_ops::register(&mut r);
+        creation_ops::register(&mut r);
         r
     })
 }

@@ -1,0 +1,1 @@
+//! Activation functions (`relu`, `gelu`, `silu`, ...) as elementwise ops with gradients.

@@ -1,0 +1,1 @@
+//! Convolutions (1d/2d/3d, transposed) with stride, padding, dilation and groups.

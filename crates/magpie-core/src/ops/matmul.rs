@@ -1,0 +1,1 @@
+//! The matmul family: `matmul`, `mm`, `bmm`, `addmm`, `baddbmm`, `outer`, `dot`, `einsum`, `tensordot`, `kron`.

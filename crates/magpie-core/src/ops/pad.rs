@@ -1,0 +1,1 @@
+//! `pad` in all modes (constant, reflect, replicate, circular).

@@ -1,0 +1,1 @@
+//! Pooling: max/avg pool, adaptive pools, unpooling, interpolation.

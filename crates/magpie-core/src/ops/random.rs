@@ -1,0 +1,1 @@
+//! Random ops with a seedable `Generator`: `rand`, `randn`, `randint`, `randperm`, `normal`, `bernoulli`, `multinomial`.

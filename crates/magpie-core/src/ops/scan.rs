@@ -1,0 +1,1 @@
+//! Scans along a dim: `cumsum`, `cumprod`, `cummax`, `cummin`, `logcumsumexp`.

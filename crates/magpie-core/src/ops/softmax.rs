@@ -1,0 +1,1 @@
+//! `softmax`, `log_softmax` and their relatives over one dim.

@@ -1,0 +1,1 @@
+//! Sorting and selection: `sort`, `argsort`, `topk`, `kthvalue`, `unique`, `searchsorted`, `bucketize`, `histc`.

@@ -1,0 +1,1 @@
+//! `torch.special` functions (gamma family, Bessel functions, error functions, orthogonal polynomials).

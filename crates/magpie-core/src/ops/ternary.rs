@@ -1,0 +1,1 @@
+//! Ops of three operands or more: `lerp`, `addcmul`, `addcdiv`, `clamp` with tensor bounds.
