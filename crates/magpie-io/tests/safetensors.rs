@@ -1,7 +1,6 @@
 //! safetensors: round trips of every dtype, files written by Python's `safetensors` package,
 //! every malformed-file class the format can have, and a bounded mutation test.
 
-use magpie_core::Tensor;
 use magpie_io::safetensors::{deserialize, load, save, serialize};
 use std::path::PathBuf;
 
