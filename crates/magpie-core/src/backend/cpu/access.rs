@@ -81,3 +81,22 @@ pub fn scatter_into<T: Element>(t: &Tensor, values: &[T]) -> Result<()> {
     });
     Ok(())
 }
+
+/// Runs `f` on the elements of a contiguous tensor of type `T` for an in-place update
+/// (optimizer steps, cache writes). Bumps the version counter like every in-place write.
+pub fn write<T: Element, R>(t: &Tensor, f: impl FnOnce(&mut [T]) -> R) -> Result<R> {
+    if !t.is_contiguous() {
+        return Err(Error::value("write", "in-place element access needs a contiguous tensor"));
+    }
+    if t.dtype() != T::DTYPE {
+        return Err(Error::dtype("write", format!("tensor is {}, accessed as {}", t.dtype(), T::DTYPE)));
+    }
+    let l = t.layout().clone();
+    let mut guard = t.storage().write();
+    let s = match &mut *guard {
+        Storage::Cpu(c) => c,
+        Storage::Cuda(c) => match *c {},
+    };
+    let v = T::slice_mut(s).ok_or_else(|| Error::dtype("write", "storage dtype mismatch"))?;
+    Ok(f(&mut v[l.offset..l.offset + l.numel()]))
+}

@@ -3,5 +3,5 @@
 mod access;
 mod elementwise;
 
-pub use access::{gather, read, scatter_into, to_vec};
+pub use access::{gather, read, scatter_into, to_vec, write};
 pub use elementwise::{map_binary, map_unary, map_unary_into, par_map};
