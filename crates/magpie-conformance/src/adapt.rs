@@ -24,6 +24,14 @@ pub fn adapt(case: &Case, input: Value, args: Vec<Value>, kwargs: Vec<(String, V
             pos.extend(a);
             return Call { op: case.op.clone(), args: pos, kwargs };
         }
+        // OpInfo's where is `lambda self, condition, other: torch.where(condition, self, other)`.
+        ("where", _) => {
+            let mut a = args.into_iter();
+            pos.extend(a.next());
+            pos.push(input);
+            pos.extend(a);
+            return Call { op: case.op.clone(), args: pos, kwargs };
+        }
         // In-place variants are `input.<op>_(*args)`.
         (op, "in_place") => format!("{op}_"),
         (op, _) => op.to_string(),
