@@ -18,8 +18,9 @@ pub struct Call {
 pub fn adapt(case: &Case, input: Value, args: Vec<Value>, kwargs: Vec<(String, Value)>) -> Call {
     let mut pos = Vec::with_capacity(args.len() + 1);
     let op = match (case.op.as_str(), case.variant.as_str()) {
-        // torch.polygamma(n, input): OpInfo passes the input first.
-        ("polygamma", _) | ("special.polygamma", _) => {
+        // OpInfo calls these with the input first, but torch's signature puts the first arg
+        // before it: `torch.polygamma(n, input)`, `torch.where(condition, input, other)`.
+        ("polygamma" | "special.polygamma" | "where", _) => {
             let mut a = args.into_iter();
             pos.extend(a.next());
             pos.push(input);
