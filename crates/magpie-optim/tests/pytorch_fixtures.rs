@@ -189,3 +189,31 @@ fn state_dict_round_trip_resumes_identically() {
     };
     assert_eq!(run(None), run(Some(4)), "resuming from a state dict must be bit-identical");
 }
+
+#[test]
+fn lbfgs_follows_pytorch_with_and_without_line_search() {
+    let fx = fixture();
+    for (mode, strong) in [("plain", false), ("strong_wolfe", true)] {
+        let x = Tensor::from_vec(vec![-1.2f64, 1.0, 0.5, -0.3], &[4]).unwrap().with_requires_grad().unwrap();
+        let c = Tensor::from_vec(vec![1.0f64, -0.5, 0.25, 2.0], &[4]).unwrap();
+        let w = Tensor::from_vec(vec![1.0f64, 3.0, 0.5, 2.0], &[4]).unwrap();
+        let cfg = LbfgsConfig { lr: 0.8, max_iter: 10, history_size: 5, strong_wolfe: strong, ..Default::default() };
+        let mut opt = Lbfgs::new(vec![x.clone()], cfg).unwrap();
+        for (k, want) in fx["lbfgs"][mode].as_array().unwrap().iter().enumerate() {
+            opt.step_with(|| {
+                x.set_grad(None);
+                let quad = x.sub(&c)?.pow_scalar(2)?.mul(&w)?.sum()?;
+                let loss = quad.add(&x.pow_scalar(4)?.sum()?.mul_scalar(0.1)?)?;
+                loss.backward()?;
+                Ok(loss.item()?.to_f64())
+            })
+            .unwrap();
+            let got: Vec<f64> = x.to_vec().unwrap();
+            for (g, e) in got.iter().zip(want.as_array().unwrap()) {
+                let e = e.as_f64().unwrap();
+                assert!((g - e).abs() <= 1e-9 + 1e-7 * e.abs(), "{mode} step {k}: {got:?} vs PyTorch {want}");
+            }
+        }
+        assert!(opt.step().is_err(), "LBFGS without a closure is an error");
+    }
+}
