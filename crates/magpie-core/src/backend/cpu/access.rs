@@ -35,6 +35,10 @@ pub fn read<T: Element, R>(t: &Tensor, f: impl FnOnce(&[T]) -> R) -> Result<R> {
     let guard = t.storage().read();
     let s = cpu("read", &guard)?;
     let l = t.layout();
+    if l.numel() == 0 {
+        // an empty view may carry an offset past the end of an empty storage
+        return Ok(f(&[]));
+    }
     if let Some(v) = T::slice(s) {
         if l.is_contiguous() {
             let n = l.numel();
