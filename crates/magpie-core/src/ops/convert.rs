@@ -145,3 +145,12 @@ fn write_values(dst: &Tensor, src: &Tensor) -> Result<()> {
         cpu::scatter_into(dst, &v)
     })
 }
+
+/// The CPU storage of a tensor, for kernels that need the raw typed buffer.
+pub(crate) fn with_cpu<R>(t: &Tensor, f: impl FnOnce(&crate::storage::CpuStorage) -> R) -> Result<R> {
+    let g = t.storage().read();
+    match &*g {
+        crate::storage::Storage::Cpu(c) => Ok(f(c)),
+        crate::storage::Storage::Cuda(c) => match *c {},
+    }
+}
