@@ -2,6 +2,7 @@
 
 mod access;
 mod elementwise;
+pub mod vmath;
 pub mod gemm;
 
 pub use access::{gather, read, scatter_into, to_vec, write};

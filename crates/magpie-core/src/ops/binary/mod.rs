@@ -42,6 +42,9 @@ pub struct BinarySpec {
     /// For `Promote::Bool` ops: the predicate in f64, i64 and complex.
     pub pred: Option<(fn(f64, f64) -> bool, fn(i64, i64) -> bool)>,
     pub backward: Option<BinaryBackward>,
+    /// The f32 kernel with `f32` inlined into the loop (a monomorphized copy of
+    /// `map_binary(.., f32)`), so the hot path vectorizes instead of calling through a pointer.
+    pub f32_kernel: fn(&str, &Tensor, &Tensor) -> Result<Tensor>,
 }
 
 macro_rules! spec {
@@ -58,6 +61,7 @@ macro_rules! spec {
             complex: $complex,
             pred: $pred,
             backward: $bw,
+            f32_kernel: |op, a, b| $crate::backend::cpu::map_binary::<f32, f32, f32>(op, a, b, $f32),
         };
     };
 }
@@ -178,7 +182,7 @@ fn kernel(spec: &BinarySpec, a: &Tensor, b: &Tensor, compute: DType, out_dt: DTy
             Some(f) => crate::with_dtype!(d, T, { cpu::map_binary::<T, T, T>(name, a, b, |x, y| T::from_i64(f(x.to_i64(), y.to_i64())))? }),
             None => return Err(not_implemented(name, d)),
         },
-        DType::F32 => cpu::map_binary::<f32, f32, f32>(name, a, b, spec.f32)?,
+        DType::F32 => (spec.f32_kernel)(name, a, b)?,
         DType::F64 => cpu::map_binary::<f64, f64, f64>(name, a, b, spec.f64)?,
         DType::C64 | DType::C128 => match spec.complex {
             Some(f) if compute == DType::C64 => {

@@ -7,8 +7,6 @@ use super::{check_nonempty, isnan, map_lines, one_dim, reduce_dims, reduce_rows,
 use crate::autograd::{self, Saved};
 use crate::dtype::DType;
 use crate::element::Element;
-use crate::ops::binary::{binary, BinarySpec, Promote};
-use crate::ops::Operand;
 use crate::tensor::Tensor;
 use crate::{Error, Result};
 
@@ -165,64 +163,14 @@ fn argmax_argmin(op: &str, x: &Tensor, dim: Option<i64>, keepdim: bool, max: boo
     }
 }
 
-fn max_bw(a: &Tensor, b: &Tensor, g: &Tensor, max: bool) -> Result<(Option<Tensor>, Option<Tensor>)> {
-    // PyTorch: the gradient goes to the larger (smaller) input, half to each on a tie.
-    let z = g.zeros_like()?;
-    let half = g.div_scalar(2.0)?;
-    let tie = a.eq(b)?;
-    let (a_loses, b_loses) = if max { (a.lt(b)?, b.lt(a)?) } else { (a.gt(b)?, b.gt(a)?) };
-    let ga = a_loses.where_(&z, &tie.where_(&half, g)?)?;
-    let gb = b_loses.where_(&z, &tie.where_(&half, g)?)?;
-    Ok((Some(ga), Some(gb)))
-}
-
-fn nan_max(a: f64, b: f64) -> f64 {
-    if a.is_nan() || b.is_nan() { f64::NAN } else { a.max(b) }
-}
-fn nan_min(a: f64, b: f64) -> f64 {
-    if a.is_nan() || b.is_nan() { f64::NAN } else { a.min(b) }
-}
-
-static MAXIMUM: BinarySpec = BinarySpec {
-    name: "maximum",
-    kernel: "maximum",
-    promote: Promote::Same,
-    f32: |a, b| nan_max(a as f64, b as f64) as f32,
-    f64: nan_max,
-    int: Some(|a: i64, b: i64| a.max(b)),
-    boolean: Some(|a, b| a | b),
-    complex: None,
-    pred: None,
-    backward: Some(|a, b, _, g| max_bw(a, b, g, true)),
-};
-
-static MINIMUM: BinarySpec = BinarySpec {
-    name: "minimum",
-    kernel: "minimum",
-    promote: Promote::Same,
-    f32: |a, b| nan_min(a as f64, b as f64) as f32,
-    f64: nan_min,
-    int: Some(|a: i64, b: i64| a.min(b)),
-    boolean: Some(|a, b| a & b),
-    complex: None,
-    pred: None,
-    backward: Some(|a, b, _, g| max_bw(a, b, g, false)),
-};
-
-/// `torch.maximum(a, b)` (what `torch.max(a, b)` dispatches to): elementwise, NaN propagates.
+/// `torch.maximum(a, b)` (what `torch.max(a, b)` dispatches to).
 pub fn maximum_of(a: &Tensor, b: &Tensor) -> Result<Tensor> {
-    if a.dtype().is_complex() || b.dtype().is_complex() {
-        return Err(Error::dtype("maximum", "maximum not implemented for complex tensors."));
-    }
-    binary(&MAXIMUM, Operand::Tensor(a), Operand::Tensor(b))
+    a.maximum(b)
 }
 
-/// `torch.minimum(a, b)` (what `torch.min(a, b)` dispatches to): elementwise, NaN propagates.
+/// `torch.minimum(a, b)` (what `torch.min(a, b)` dispatches to).
 pub fn minimum_of(a: &Tensor, b: &Tensor) -> Result<Tensor> {
-    if a.dtype().is_complex() || b.dtype().is_complex() {
-        return Err(Error::dtype("minimum", "minimum not implemented for complex tensors."));
-    }
-    binary(&MINIMUM, Operand::Tensor(a), Operand::Tensor(b))
+    a.minimum(b)
 }
 
 impl Tensor {

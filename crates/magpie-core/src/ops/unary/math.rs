@@ -18,7 +18,7 @@ fn one_minus_sq(x: &Tensor) -> Result<Tensor> {
 }
 
 unary_spec!(NEG, "neg", |x| -x, |x| -x, IntMode::Same(|x: i64| x.wrapping_neg()), Some(|x| -x), Some(|_, _, g| g.neg_raw()));
-unary_spec!(EXP, "exp", f32::exp, f64::exp, IntMode::ToFloat, Some(|x: Complex64| x.exp()), Some(|_, y, g| g.mul(y)));
+unary_spec!(EXP, "exp", crate::backend::cpu::vmath::expf, f64::exp, IntMode::ToFloat, Some(|x: Complex64| x.exp()), Some(|_, y, g| g.mul(y)));
 unary_spec!(EXP2, "exp2", f32::exp2, f64::exp2, IntMode::ToFloat, Some(|x: Complex64| (x * LN_2).exp()),
     Some(|_, y, g| g.mul(y)?.mul_scalar(LN_2)));
 unary_spec!(EXPM1, "expm1", f32::exp_m1, f64::exp_m1, IntMode::ToFloat, Some(|x: Complex64| x.exp() - 1.0),
