@@ -171,16 +171,7 @@ impl Args {
     /// An optional list of ints.
     pub fn opt_ints(&mut self, i: usize, name: &str) -> Result<Option<Vec<i64>>> {
         match self.get_some(i, name) {
-            Some(Value::Int(v)) => Ok(Some(vec![v])),
-            Some(Value::List(l)) => l
-                .iter()
-                .map(|x| match x {
-                    Value::Int(v) => Ok(*v),
-                    Value::Tensor(t) if t.numel() == 1 && t.dtype().is_integral() => t.item().map(|s| s.to_i64()),
-                    o => Err(self.wrong(name, "a list of ints", o)),
-                })
-                .collect::<Result<Vec<_>>>()
-                .map(Some),
+            Some(v @ (Value::Int(_) | Value::List(_))) => v.to_ints(&self.op, name).map(Some),
             Some(v) => Err(self.wrong(name, "a list of ints", &v)),
             None => Ok(None),
         }

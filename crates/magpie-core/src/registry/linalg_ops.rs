@@ -178,18 +178,7 @@ fn tensordot_n(a: &Tensor, n: i64) -> Result<(Vec<i64>, Vec<i64>)> {
 }
 
 fn dims_of(v: &Value) -> Result<Vec<i64>> {
-    match v {
-        Value::Int(i) => Ok(vec![*i]),
-        Value::List(l) => l
-            .iter()
-            .map(|x| match x {
-                Value::Int(i) => Ok(*i),
-                o => Err(Error::value("tensordot", format!("dims must be ints, got {}", o.kind()))),
-            })
-            .collect(),
-        Value::Tensor(t) => t.to_vec::<i64>(),
-        o => Err(Error::value("tensordot", format!("dims must be lists of ints, got {}", o.kind()))),
-    }
+    v.to_ints("tensordot", "dims")
 }
 
 /// Registers this family's ops.

@@ -19,17 +19,7 @@ fn pair((a, b): (Tensor, Tensor)) -> Result<Value> {
 }
 
 fn ints_of(a: &Args, name: &str, v: &Value) -> Result<Vec<i64>> {
-    match v {
-        Value::Int(i) => Ok(vec![*i]),
-        Value::List(l) => l
-            .iter()
-            .map(|x| match x {
-                Value::Int(i) => Ok(*i),
-                o => Err(Error::value(a.op(), format!("argument '{name}' must be a list of ints, not {}", o.kind()))),
-            })
-            .collect(),
-        o => Err(Error::value(a.op(), format!("argument '{name}' must be an int or a list of ints, not {}", o.kind()))),
-    }
+    v.to_ints(a.op(), name)
 }
 
 /// `sum`-style arguments: `(input, dim=None, keepdim=False, *, dtype=None)`.

@@ -53,6 +53,23 @@ impl Value {
             v => Err(Error::value("value", format!("expected a Tensor, got {}", v.kind()))),
         }
     }
+    /// An int or a list of ints (PyTorch's `int[]` argument, which also takes one int), for
+    /// argument `name` of `op`. Integer tensors give their elements.
+    pub fn to_ints(&self, op: &str, name: &str) -> Result<Vec<i64>> {
+        match self {
+            Value::Int(i) => Ok(vec![*i]),
+            Value::List(l) => l
+                .iter()
+                .map(|x| match x {
+                    Value::Int(i) => Ok(*i),
+                    Value::Tensor(t) if t.numel() == 1 && t.dtype().is_integral() => t.item().map(|s| s.to_i64()),
+                    o => Err(Error::value(op, format!("argument '{name}' must be a list of ints, not a list of {}", o.kind()))),
+                })
+                .collect(),
+            Value::Tensor(t) if t.dtype().is_integral() && t.ndim() <= 1 => t.to_vec::<i64>(),
+            o => Err(Error::value(op, format!("argument '{name}' must be an int or a list of ints, not {}", o.kind()))),
+        }
+    }
     /// The value as a scalar if it is a number or bool.
     pub fn as_scalar(&self) -> Option<Scalar> {
         match *self {

@@ -1,6 +1,6 @@
 //! `torch.optim.Adam` and `torch.optim.AdamW` (decoupled weight decay), with AMSGrad.
 
-use super::{b, check, hyper, optimizer};
+use super::{adam_moments, b, check, hyper, optimizer};
 use crate::core::{put, take, Hyper, OptFloat, ParamGroup, ParamState};
 use magpie_core::Result;
 
@@ -72,8 +72,7 @@ fn adam_update<T: OptFloat>(g: &ParamGroup, ps: &mut ParamState, p: &mut [T], gr
             d = d + c(wd) * p[i];
         }
         // exp_avg.lerp_(grad, 1 - beta1); exp_avg_sq.mul_(beta2).addcmul_(grad, grad, 1 - beta2)
-        m[i] = m[i] + w1 * (d - m[i]);
-        v[i] = v[i] * tb2 + w2 * d * d;
+        adam_moments(&mut m[i], &mut v[i], d, w1, tb2, w2);
         let denom = if amsgrad {
             vmax[i] = vmax[i].max(v[i]);
             vmax[i].sqrt() / bc2_sqrt + eps

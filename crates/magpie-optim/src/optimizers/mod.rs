@@ -83,3 +83,23 @@ pub(crate) fn check(cond: bool, op: &str, msg: String) -> magpie_core::Result<()
 fn b(x: bool) -> f64 {
     x as u8 as f64
 }
+
+/// The Adam family's moment update: `m.lerp_(d, 1 - beta1)`, `v = beta2 v + (1 - beta2) d²`.
+#[inline(always)]
+pub(crate) fn adam_moments<T: crate::core::OptFloat>(m: &mut T, v: &mut T, d: T, w1: T, b2: T, w2: T) {
+    *m = *m + w1 * (d - *m);
+    *v = *v * b2 + w2 * d * d;
+}
+
+/// Weight decay as NAdam/RAdam do it: decoupled (`p *= 1 - lr wd`) or added to the gradient.
+#[inline(always)]
+pub(crate) fn weight_decay<T: crate::core::OptFloat>(p: &mut T, d: T, lr: f64, wd: f64, decoupled: bool) -> T {
+    if wd == 0.0 {
+        d
+    } else if decoupled {
+        *p = *p * T::c(1.0 - lr * wd);
+        d
+    } else {
+        d + T::c(wd) * *p
+    }
+}

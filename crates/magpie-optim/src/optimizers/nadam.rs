@@ -1,6 +1,6 @@
 //! `torch.optim.NAdam`: Adam with Nesterov momentum and momentum decay.
 
-use super::{b, check, hyper, optimizer};
+use super::{adam_moments, b, check, hyper, optimizer, weight_decay};
 use crate::core::{put, take, Hyper, OptFloat, ParamGroup, ParamState};
 use magpie_core::Result;
 
@@ -60,16 +60,9 @@ fn update<T: OptFloat>(g: &ParamGroup, ps: &mut ParamState, p: &mut [T], grad: &
     let bb = c(lr * mu_next / (1.0 - mu_product * mu_next));
     let bc2t = c(bc2);
     for i in 0..n {
-        let mut d = if g.flag("maximize") { -grad[i] } else { grad[i] };
-        if wd != 0.0 {
-            if g.flag("decoupled_weight_decay") {
-                p[i] = p[i] * c(1.0 - lr * wd);
-            } else {
-                d = d + c(wd) * p[i];
-            }
-        }
-        m[i] = m[i] + w1 * (d - m[i]);
-        v[i] = v[i] * tb2 + w2 * d * d;
+        let d = if g.flag("maximize") { -grad[i] } else { grad[i] };
+        let d = weight_decay(&mut p[i], d, lr, wd, g.flag("decoupled_weight_decay"));
+        adam_moments(&mut m[i], &mut v[i], d, w1, tb2, w2);
         let denom = (v[i] / bc2t).sqrt() + eps;
         p[i] = p[i] - a * (d / denom);
         p[i] = p[i] - bb * (m[i] / denom);

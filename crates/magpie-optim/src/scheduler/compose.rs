@@ -1,6 +1,6 @@
 //! Schedulers of schedulers: SequentialLR (switch at milestones) and ChainedScheduler (all at once).
 
-use super::{group_lrs, Base, LrScheduler};
+use super::{base_access, group_lrs, Base, LrScheduler};
 use crate::Optimizer;
 use magpie_core::{Error, Result};
 
@@ -44,12 +44,7 @@ impl SequentialLr {
 }
 
 impl LrScheduler for SequentialLr {
-    fn base(&self) -> &Base {
-        &self.base
-    }
-    fn base_mut(&mut self) -> &mut Base {
-        &mut self.base
-    }
+    base_access!();
     fn get_lr(&mut self, opt: &dyn Optimizer) -> Result<Vec<f64>> {
         Ok(group_lrs(opt))
     }
@@ -86,12 +81,7 @@ impl ChainedScheduler {
 }
 
 impl LrScheduler for ChainedScheduler {
-    fn base(&self) -> &Base {
-        &self.base
-    }
-    fn base_mut(&mut self) -> &mut Base {
-        &mut self.base
-    }
+    base_access!();
     fn get_lr(&mut self, opt: &dyn Optimizer) -> Result<Vec<f64>> {
         Ok(group_lrs(opt))
     }
