@@ -214,7 +214,9 @@ impl Tensor {
         }
         let h = (n / 2) as i64;
         let a = self.narrow(d as i64, 0, h)?;
-        let b = self.narrow(d as i64, h, h)?;
+        // the second half of an empty tensor would be a view past its (empty) storage; the
+        // first half has the same (empty) shape
+        let b = if self.numel() == 0 { a.clone() } else { self.narrow(d as i64, h, h)? };
         a.mul(&b.sigmoid()?)
     }
     /// `F.prelu(x, weight)`: `x` where positive, else `weight * x`; `weight` has one element or

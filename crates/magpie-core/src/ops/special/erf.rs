@@ -149,6 +149,17 @@ pub fn log_ndtr(x: f64) -> f64 {
     }
 }
 
+/// `log_ndtr` in f32 arithmetic around an f64 `erfcx`/`erfc`, following PyTorch's float kernel
+/// step by step (its rounding shows up in gradients built from the result).
+pub fn log_ndtr_f32(x: f32) -> f32 {
+    let t = x * std::f32::consts::FRAC_1_SQRT_2;
+    if x < -1.0 {
+        ((erfcx(-t as f64) as f32) / 2.0).ln() - t * t
+    } else {
+        (-(erfc(t as f64) as f32) / 2.0).ln_1p()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

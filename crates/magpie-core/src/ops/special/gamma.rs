@@ -61,6 +61,72 @@ pub fn digamma(x: f64) -> f64 {
     acc + x.ln() - 0.5 / x - s
 }
 
+/// digamma in f32 arithmetic, structured as PyTorch's float kernel (recurrence up to 10 with
+/// psi(10) as a constant, then the asymptotic series), so that f32 results agree to the ulp.
+pub fn digamma_f32(x: f32) -> f32 {
+    #[allow(clippy::excessive_precision)]
+    const PSI_10: f32 = 2.251_752_589_066_721_107_6;
+    if x == 0.0 {
+        return if x.is_sign_negative() { f32::INFINITY } else { f32::NEG_INFINITY };
+    }
+    if x.is_nan() || x == f32::NEG_INFINITY {
+        return f32::NAN;
+    }
+    if x < 0.0 {
+        if x == x.trunc() {
+            return f32::NAN;
+        }
+        let r = x as f64 - (x as f64).trunc();
+        let pi_over_tan = (PI / (PI * r).tan()) as f32;
+        return digamma_f32(1.0 - x) - pi_over_tan;
+    }
+    let mut x = x;
+    let mut acc = 0.0f32;
+    while x < 10.0 {
+        acc -= 1.0 / x;
+        x += 1.0;
+    }
+    if x == 10.0 {
+        return acc + PSI_10;
+    }
+    if x == f32::INFINITY {
+        return x;
+    }
+    let mut y = 0.0f32;
+    if x < 1.0e17 {
+        let z = 1.0 / (x * x);
+        // Horner over B_2k / (2k), k = 7 down to 1
+        let mut p = 0.0f32;
+        for k in (0..7).rev() {
+            p = p * z + (BERNOULLI[k] / (2.0 * (k as f64 + 1.0))) as f32;
+        }
+        y = z * p;
+    }
+    acc + x.ln() - 0.5 / x - y
+}
+
+/// trigamma in f32 arithmetic, structured as PyTorch's float kernel (reflection below 1/2,
+/// six recurrence steps, a short asymptotic series), so that f32 results agree to the ulp.
+pub fn trigamma_f32(x: f32) -> f32 {
+    let pi = std::f32::consts::PI;
+    let mut x = x;
+    let mut sign = 1.0f32;
+    let mut result = 0.0f32;
+    if x < 0.5 {
+        sign = -1.0;
+        let s = (pi * x).sin();
+        result -= (pi * pi) / (s * s);
+        x = 1.0 - x;
+    }
+    for _ in 0..6 {
+        result += 1.0 / (x * x);
+        x += 1.0;
+    }
+    let ixx = 1.0 / (x * x);
+    result += (1.0 + 1.0 / (2.0 * x) + ixx * (1.0 / 6.0 - ixx * (1.0 / 30.0 - ixx * (1.0 / 42.0)))) / x;
+    sign * result
+}
+
 /// The Hurwitz zeta function `zeta(s, q) = sum_{k>=0} (q + k)^-s` for `s > 1` (scipy's and
 /// PyTorch's `special.zeta`): Euler-Maclaurin summation. For `q <= 0` it is +inf at the
 /// integers and NaN unless `s` is an integer.

@@ -51,12 +51,14 @@ unary_spec!(NDTR, "special_ndtr", |x| via64(erf::ndtr, x), erf::ndtr, IntMode::T
     Some(|x, _, g| g.mul(&x.mul(x)?.mul_scalar(-0.5)?.exp()?.mul_scalar(1.0 / (2.0 * PI).sqrt())?)));
 unary_spec!(NDTRI, "special_ndtri", |x| via64(erf::ndtri, x), erf::ndtri, IntMode::ToFloat, None,
     Some(|_, y, g| g.mul(&y.mul(y)?.mul_scalar(0.5)?.exp()?.mul_scalar((2.0 * PI).sqrt())?)));
-unary_spec!(LOG_NDTR, "special_log_ndtr", |x| via64(erf::log_ndtr, x), erf::log_ndtr, IntMode::ToFloat, None,
+unary_spec!(LOG_NDTR, "special_log_ndtr", erf::log_ndtr_f32, erf::log_ndtr, IntMode::ToFloat, None,
     Some(|x, y, g| g.mul(&y.add(&x.mul(x)?.mul_scalar(0.5)?)?.neg_raw()?.exp()?.mul_scalar(1.0 / (2.0 * PI).sqrt())?)));
 unary_spec!(LGAMMA, "lgamma", |x| via64(gamma::lgamma, x), gamma::lgamma, IntMode::ToFloat, None,
     Some(|x, _, g| g.mul(&x.digamma()?)));
-unary_spec!(DIGAMMA, "digamma", |x| via64(gamma::digamma, x), gamma::digamma, IntMode::ToFloat, None,
+unary_spec!(DIGAMMA, "digamma", gamma::digamma_f32, gamma::digamma, IntMode::ToFloat, None,
     Some(|x, _, g| g.mul(&x.polygamma(1)?)));
+unary_spec!(TRIGAMMA, "polygamma", gamma::trigamma_f32, |x| gamma::polygamma(1, x), IntMode::ToFloat, None,
+    Some(|x, _, g| g.mul(&x.polygamma(2)?)));
 unary_spec!(ENTR, "special_entr", |x| via64(entr, x), entr, IntMode::ToFloat, None,
     Some(|x, _, g| g.mul(&x.log()?.add_scalar(1.0)?.neg_raw()?)));
 unary_spec!(I0, "i0", |x| via64(bessel::i0, x), bessel::i0, IntMode::ToFloat, None, Some(|x, _, g| g.mul(&x.special_i1()?)));
@@ -104,6 +106,9 @@ impl Tensor {
         }
         if n == 0 {
             return self.digamma();
+        }
+        if n == 1 {
+            return unary(&TRIGAMMA, self);
         }
         let out = map_float("polygamma", self, move |v| gamma::polygamma(n, v))?;
         record_unary("polygamma", self, &out, move |x, _, g| g.mul(&x.polygamma(n + 1)?));

@@ -62,9 +62,9 @@ unary_spec!(ATANH, "atanh", f32::atanh, f64::atanh, IntMode::ToFloat, Some(|x: C
     Some(|x, _, g| g.div(&one_minus_sq(x)?)));
 unary_spec!(SIGMOID, "sigmoid", sigmoid_f32, sigmoid_f64, IntMode::ToFloat, Some(|x: Complex64| 1.0 / (1.0 + (-x).exp())),
     Some(|_, y, g| g.mul(&y.mul(&one_minus(y)?)?)));
-unary_spec!(DEG2RAD, "deg2rad", |x| x * (std::f32::consts::PI / 180.0), |x| x * (PI / 180.0), IntMode::ToFloat, None,
+unary_spec!(DEG2RAD, "deg2rad", |x| x * (PI / 180.0) as f32, |x| x * (PI / 180.0), IntMode::ToFloat, None,
     Some(|_, _, g| g.mul_scalar(PI / 180.0)));
-unary_spec!(RAD2DEG, "rad2deg", |x| x * (180.0 / std::f32::consts::PI), |x| x * (180.0 / PI), IntMode::ToFloat, None,
+unary_spec!(RAD2DEG, "rad2deg", |x| x * (180.0 / PI) as f32, |x| x * (180.0 / PI), IntMode::ToFloat, None,
     Some(|_, _, g| g.mul_scalar(180.0 / PI)));
 unary_spec!(SINC, "sinc", |x| sinc_f64(x as f64) as f32, sinc_f64, IntMode::ToFloat, Some(sinc_c), Some(sinc_backward));
 
