@@ -1,1 +1,136 @@
-//! `softmax`, `log_softmax` and their relatives over one dim.
+//! `softmax`, `log_softmax` and their relatives over one dim (`softmin`, `_safe_softmax`,
+//! `_softmax_backward_data`). The forward is one pass per line (contiguous lines are read in
+//! place, lines run in parallel); the backward rules are tensor ops.
+
+use crate::autograd;
+use crate::dtype::DType;
+use crate::element::Element;
+use crate::ops::reduce::{map_lines, one_dim};
+use crate::tensor::Tensor;
+use crate::{Error, Result};
+
+/// Which member of the family a kernel computes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Softmax,
+    LogSoftmax,
+    /// softmax, but lines that are all -inf give zeros instead of NaN.
+    Safe,
+}
+
+macro_rules! line_kernel {
+    ($F:ty, $l:expr, $o:expr, $kind:expr, $T:ty) => {{
+        let (l, o, kind) = ($l, $o, $kind);
+        let mut m = <$F>::NEG_INFINITY;
+        for &v in l.iter() {
+            if v > m || v.is_nan() {
+                m = v;
+                if v.is_nan() {
+                    break;
+                }
+            }
+        }
+        if kind == Kind::Safe && m == <$F>::NEG_INFINITY {
+            o.iter_mut().for_each(|x: &mut $T| *x = <$T>::from_f64(0.0));
+        } else {
+            let mut s: $F = 0.0;
+            for &v in l.iter() {
+                s += (v - m).exp();
+            }
+            if kind == Kind::LogSoftmax {
+                let ls = s.ln();
+                for (x, &v) in o.iter_mut().zip(l.iter()) {
+                    *x = <$T>::from_f64((v - m - ls) as f64);
+                }
+            } else {
+                let inv = 1.0 / s;
+                for (x, &v) in o.iter_mut().zip(l.iter()) {
+                    *x = <$T>::from_f64(((v - m).exp() * inv) as f64);
+                }
+            }
+        }
+    }};
+}
+
+fn forward(x: &Tensor, dim: usize, kind: Kind) -> Result<Tensor> {
+    let n = crate::ops::reduce::dim_size(x, dim);
+    match x.dtype() {
+        DType::F64 => map_lines::<f64, f64>(x, dim, n, |l, o| line_kernel!(f64, l, o, kind, f64)),
+        DType::F32 => map_lines::<f32, f32>(x, dim, n, |l, o| line_kernel!(f32, l, o, kind, f32)),
+        d if d.is_float() => crate::with_dtype!(d, T, { map_lines::<f32, T>(x, dim, n, |l, o| line_kernel!(f32, l, o, kind, T)) }),
+        d => Err(Error::dtype("softmax", format!("\"softmax_lastdim_kernel_impl\" not implemented for '{}'", d.name()))),
+    }
+}
+
+/// `grad_input` of softmax from its output `y`: `y * (g - sum(g * y, dim))`.
+fn softmax_grad(g: &Tensor, y: &Tensor, dim: usize) -> Result<Tensor> {
+    let gy = g.mul(y)?;
+    let s = if y.ndim() == 0 { gy } else { gy.sum_dims(Some(&[dim as i64]), true, None)? };
+    y.mul(&g.sub(&s)?)
+}
+
+/// `grad_input` of log_softmax from its output `y`: `g - exp(y) * sum(g, dim)`.
+fn log_softmax_grad(g: &Tensor, y: &Tensor, dim: usize) -> Result<Tensor> {
+    let s = if y.ndim() == 0 { g.clone() } else { g.sum_dims(Some(&[dim as i64]), true, None)? };
+    g.sub(&y.exp()?.mul(&s)?)
+}
+
+fn run(op: &str, x: &Tensor, dim: i64, dtype: Option<DType>, kind: Kind) -> Result<Tensor> {
+    let d = one_dim(op, x, dim)?;
+    let x = match dtype {
+        Some(dt) => x.to_dtype(dt)?,
+        None => x.clone(),
+    };
+    let out = forward(&x, d, kind)?;
+    autograd::record(
+        match kind {
+            Kind::LogSoftmax => "LogSoftmax",
+            Kind::Softmax => "Softmax",
+            Kind::Safe => "SafeSoftmax",
+        },
+        &[&x],
+        &[out.clone()],
+        move |ctx, g| {
+            let y = ctx.output(0)?;
+            Ok(vec![Some(if kind == Kind::LogSoftmax { log_softmax_grad(&g[0], &y, d)? } else { softmax_grad(&g[0], &y, d)? })])
+        },
+    );
+    Ok(out)
+}
+
+impl Tensor {
+    /// `torch.softmax(x, dim, dtype=)`: `exp(x - max) / sum(exp(x - max))` along `dim`
+    /// (`dtype` converts the input first, as PyTorch).
+    pub fn softmax(&self, dim: i64, dtype: Option<DType>) -> Result<Tensor> {
+        run("softmax", self, dim, dtype, Kind::Softmax)
+    }
+    /// `torch.log_softmax(x, dim, dtype=)`: `x - max - log(sum(exp(x - max)))`.
+    pub fn log_softmax(&self, dim: i64, dtype: Option<DType>) -> Result<Tensor> {
+        run("log_softmax", self, dim, dtype, Kind::LogSoftmax)
+    }
+    /// `nn.functional.softmin(x, dim, dtype=)`: `softmax(-x)`.
+    pub fn softmin(&self, dim: i64, dtype: Option<DType>) -> Result<Tensor> {
+        let x = match dtype {
+            Some(dt) => self.to_dtype(dt)?,
+            None => self.clone(),
+        };
+        x.neg()?.softmax(dim, None)
+    }
+    /// `aten._safe_softmax(x, dim, dtype=)`: softmax whose fully masked (all -inf) lines are 0.
+    pub fn safe_softmax(&self, dim: i64, dtype: Option<DType>) -> Result<Tensor> {
+        run("_safe_softmax", self, dim, dtype, Kind::Safe)
+    }
+}
+
+/// `torch._softmax_backward_data(grad_output, output, dim, input_dtype)`: the softmax
+/// gradient from the forward's output, cast to `input_dtype`.
+pub fn softmax_backward_data(grad: &Tensor, output: &Tensor, dim: i64, input_dtype: DType) -> Result<Tensor> {
+    let d = one_dim("_softmax_backward_data", output, dim)?;
+    softmax_grad(grad, output, d)?.to_dtype(input_dtype)
+}
+
+/// `torch._log_softmax_backward_data(grad_output, output, dim, input_dtype)`.
+pub fn log_softmax_backward_data(grad: &Tensor, output: &Tensor, dim: i64, input_dtype: DType) -> Result<Tensor> {
+    let d = one_dim("_log_softmax_backward_data", output, dim)?;
+    log_softmax_grad(grad, output, d)?.to_dtype(input_dtype)
+}

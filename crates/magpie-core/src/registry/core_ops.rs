@@ -25,20 +25,6 @@ pub(crate) fn register(r: &mut Registry) {
         t(x.contiguous()?)
     });
     r.add("item", |a| Ok(a.tensor(0, "input")?.item()?.into()));
-    r.add("sum", |a| {
-        let x = a.tensor(0, "input")?;
-        let dims = a.opt_ints(1, "dim")?;
-        let keep = a.bool_or(2, "keepdim", false)?;
-        let dt = a.opt_dtype(3, "dtype")?;
-        t(x.sum_dims(dims.as_deref(), keep, dt)?)
-    });
-    r.add("mean", |a| {
-        let x = a.tensor(0, "input")?;
-        let dims = a.opt_ints(1, "dim")?;
-        let keep = a.bool_or(2, "keepdim", false)?;
-        let dt = a.opt_dtype(3, "dtype")?;
-        t(x.mean_dims(dims.as_deref(), keep, dt)?)
-    });
     // views
     r.add_all(&["view", "reshape"], |a| {
         let x = a.tensor(0, "input")?;

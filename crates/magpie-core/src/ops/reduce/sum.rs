@@ -1,70 +1,13 @@
-//! Reductions over dims: `sum`, `mean`, and `sum_to_size` (how broadcasting gradients are reduced).
+//! Sums and products: `sum`, `nansum`, `mean`, `nanmean`, `prod`, and `sum_to_size` (how
+//! broadcasting gradients are reduced).
 
-use crate::autograd;
+use crate::autograd::{self, Saved};
 use crate::backend::cpu;
 use crate::dtype::DType;
 use crate::element::Element;
-use crate::shape::wrap_dims;
+use super::{reduce_dims, reduce_rows, reduced_shape};
 use crate::tensor::Tensor;
 use crate::{Error, Result};
-
-/// The dims to reduce (all when `dims` is None or empty, as PyTorch's `dim=None` / `dim=[]`).
-pub(crate) fn reduce_dims(op: &str, t: &Tensor, dims: Option<&[i64]>) -> Result<Vec<usize>> {
-    if t.ndim() == 0 {
-        // A 0-d tensor accepts dim 0 / -1 and reduces nothing.
-        wrap_dims(op, dims.unwrap_or(&[]), 0)?;
-        return Ok(Vec::new());
-    }
-    match dims {
-        None => Ok((0..t.ndim()).collect()),
-        Some([]) => Ok((0..t.ndim()).collect()),
-        Some(d) => wrap_dims(op, d, t.ndim()),
-    }
-}
-
-/// The output shape of a reduction over `dims`.
-pub(crate) fn reduced_shape(shape: &[usize], dims: &[usize], keepdim: bool) -> Vec<usize> {
-    let mut out = Vec::new();
-    for (i, &s) in shape.iter().enumerate() {
-        if dims.contains(&i) {
-            if keepdim {
-                out.push(1);
-            }
-        } else {
-            out.push(s);
-        }
-    }
-    out
-}
-
-/// Runs `f` over each output position's reduced elements: the input is permuted so the reduced
-/// dims come last and gathered row-major, then each row of `inner` elements is folded by `f`.
-pub fn reduce_rows<T: Element, O: Element>(
-    t: &Tensor,
-    dims: &[usize],
-    f: impl Fn(&[T]) -> O + Sync + Send,
-) -> Result<(Vec<O>, usize)> {
-    let keep: Vec<usize> = (0..t.ndim()).filter(|d| !dims.contains(d)).collect();
-    let perm: Vec<i64> = keep.iter().chain(dims.iter()).map(|&d| d as i64).collect();
-    let inner: usize = dims.iter().map(|&d| t.shape()[d]).product();
-    let outer: usize = keep.iter().map(|&d| t.shape()[d]).product();
-    let p = {
-        let _ng = autograd::no_grad();
-        if t.ndim() == 0 { t.clone() } else { t.permute(&perm)? }
-    };
-    let out = cpu::read(&p, |x: &[T]| {
-        use rayon::prelude::*;
-        if inner == 0 {
-            return (0..outer).map(|_| f(&[])).collect::<Vec<O>>();
-        }
-        if outer * inner >= 1 << 15 && outer > 1 {
-            x.par_chunks(inner).map(&f).collect()
-        } else {
-            x.chunks(inner).map(&f).collect()
-        }
-    })?;
-    Ok((out, inner))
-}
 
 impl Tensor {
     /// `torch.sum(x, dim, keepdim, dtype)`; `dims` None sums everything. Integers and bool sum as int64.
@@ -124,6 +67,80 @@ impl Tensor {
     /// `x.mean()` over all elements.
     pub fn mean(&self) -> Result<Tensor> {
         self.mean_dims(None, false, None)
+    }
+    /// `torch.nansum(x, dim, keepdim, dtype)`: `sum` with NaNs counted as zero.
+    pub fn nansum_dims(&self, dims: Option<&[i64]>, keepdim: bool, dtype: Option<DType>) -> Result<Tensor> {
+        if self.dtype().is_complex() {
+            return Err(Error::dtype("nansum", "nansum does not support complex inputs"));
+        }
+        if self.dtype().is_integral() {
+            return self.sum_dims(dims, keepdim, dtype);
+        }
+        let zero = Tensor::scalar_tensor(0i64, self.dtype(), self.device())?;
+        super::isnan(self)?.where_(&zero, self)?.sum_dims(dims, keepdim, dtype)
+    }
+    /// `torch.nanmean(x, dim, keepdim, dtype)`: the mean of the non-NaN elements.
+    pub fn nanmean_dims(&self, dims: Option<&[i64]>, keepdim: bool, dtype: Option<DType>) -> Result<Tensor> {
+        if !(self.dtype().is_float() || self.dtype().is_complex()) {
+            return Err(Error::dtype(
+                "nanmean",
+                format!("nanmean(): expected input to have floating point or complex dtype but got {}", self.dtype().name()),
+            ));
+        }
+        let count = self.eq(self)?.sum_dims(dims, keepdim, None)?;
+        self.nansum_dims(dims, keepdim, dtype)?.div(&count)
+    }
+    /// `torch.prod(x, dim, keepdim, dtype)`: the product over one dim, or over all elements when
+    /// `dim` is None. Integers and bool multiply as int64; the empty product is 1.
+    pub fn prod_dim(&self, dim: Option<i64>, keepdim: bool, dtype: Option<DType>) -> Result<Tensor> {
+        let out_dt = dtype.unwrap_or(if self.dtype().is_integral() { DType::I64 } else { self.dtype() });
+        let src = if out_dt != self.dtype() { self.to_dtype(out_dt)? } else { self.clone() };
+        let d = match dim {
+            Some(x) => reduce_dims("prod", self, Some(&[x]))?,
+            None => reduce_dims("prod", self, None)?,
+        };
+        let shape = reduced_shape(self.shape(), &d, keepdim && dim.is_some());
+        let out = crate::with_dtype!(out_dt, T, {
+            let v: Vec<T> = if out_dt.is_integral() {
+                reduce_rows::<i64, T>(&src, &d, |r| T::from_i64(r.iter().fold(1i64, |a, &b| a.wrapping_mul(b))))?.0
+            } else if out_dt.is_complex() {
+                reduce_rows::<num_complex::Complex64, T>(&src, &d, |r| T::from_c128(r.iter().product()))?.0
+            } else {
+                reduce_rows::<f64, T>(&src, &d, |r| T::from_f64(r.iter().product()))?.0
+            };
+            Tensor::from_vec(v, &shape)?
+        });
+        if !(out_dt.is_float() || out_dt.is_complex()) || !src.requires_grad() {
+            return Ok(out);
+        }
+        let sx = Saved::new("prod", &src);
+        let (dims_c, kd) = (d.clone(), keepdim && dim.is_some());
+        autograd::record("Prod", &[&src], &[out.clone()], move |ctx, g| {
+            let x = sx.get()?;
+            let o = ctx.output(0)?;
+            let (mut g, mut o) = (g[0].clone(), o);
+            if !kd {
+                for &dd in &dims_c {
+                    g = g.unsqueeze(dd as i64)?;
+                    o = o.unsqueeze(dd as i64)?;
+                }
+            }
+            let has_zero = cpu::read(&x, |v: &[num_complex::Complex64]| v.iter().any(|z| z.re == 0.0 && z.im == 0.0))?;
+            if !has_zero {
+                // d/dx_i prod = prod / x_i when nothing is zero (and this stays differentiable)
+                return Ok(vec![Some(g.mul(&o.div(&x)?)?)]);
+            }
+            // With zeros: the product of all the other elements of each line, exactly.
+            let excl = if x.ndim() == 0 {
+                x.ones_like()?
+            } else if dims_c.len() == 1 {
+                prod_others(&x, dims_c[0])?
+            } else {
+                prod_others(&x.reshape(&[-1])?, 0)?.reshape_to(x.shape())?
+            };
+            Ok(vec![Some(g.mul(&excl)?)])
+        });
+        Ok(out)
     }
     /// `x.sum_to_size(shape)`: sums broadcast dims away so the result has `shape` (the
     /// adjoint of broadcasting).
@@ -191,4 +208,25 @@ pub fn pairwise_sum_f32(x: &[f32]) -> f32 {
     }
     let m = x.len() / 2;
     pairwise_sum_f32(&x[..m]) + pairwise_sum_f32(&x[m..])
+}
+
+/// For each element, the product of the other elements of its line along `dim` (prefix and
+/// suffix products, so zeros are handled exactly).
+fn prod_others(x: &Tensor, dim: usize) -> Result<Tensor> {
+    let n = super::dim_size(x, dim);
+    crate::with_dtype!(x.dtype(), T, {
+        super::map_lines::<num_complex::Complex64, T>(x, dim, n, |l, o| {
+            let one = num_complex::Complex64::new(1.0, 0.0);
+            let mut acc = one;
+            for i in 0..l.len() {
+                o[i] = T::from_c128(acc);
+                acc *= l[i];
+            }
+            acc = one;
+            for i in (0..l.len()).rev() {
+                o[i] = T::from_c128(o[i].to_c128() * acc);
+                acc *= l[i];
+            }
+        })
+    })
 }

@@ -1,0 +1,73 @@
+//! Spread statistics: `var`, `std`, `var_mean`, `std_mean` with Bessel-style `correction`.
+
+use super::{reduce_dims, reduce_rows, reduced_count, reduced_shape};
+use crate::autograd::{self, Saved};
+use crate::element::Element;
+use crate::tensor::Tensor;
+use crate::{Error, Result};
+
+fn var_std(op: &'static str, x: &Tensor, dims: Option<&[i64]>, correction: f64, keepdim: bool, std: bool) -> Result<Tensor> {
+    let dt = x.dtype();
+    if !(dt.is_float() || dt.is_complex()) {
+        return Err(Error::dtype(op, format!("{op}(): std and var only support floating point and complex dtypes, got {}", dt.name())));
+    }
+    if dt.is_complex() {
+        return Err(Error::unsupported(op, "complex inputs"));
+    }
+    let d = reduce_dims(op, x, dims)?;
+    let shape = reduced_shape(x.shape(), &d, keepdim);
+    let n = reduced_count(x.shape(), &d);
+    let denom = (n as f64 - correction).max(0.0);
+    let out = crate::with_dtype!(dt, T, {
+        // Two passes in f64 per output: accurate without Welford's per-element division.
+        let (v, _) = reduce_rows::<f64, T>(x, &d, |r| {
+            let mean = super::pairwise_sum(r) / r.len() as f64;
+            let ss: f64 = r.iter().map(|&v| (v - mean) * (v - mean)).sum();
+            let var = ss / denom;
+            T::from_f64(if std { var.sqrt() } else { var })
+        })?;
+        Tensor::from_vec(v, &shape)?
+    });
+    let sx = Saved::new(op, x);
+    let dims_c: Vec<i64> = d.iter().map(|&v| v as i64).collect();
+    autograd::record(if std { "Std" } else { "Var" }, &[x], &[out.clone()], move |ctx, g| {
+        let x = sx.get()?;
+        let (mut g, mut o) = (g[0].clone(), ctx.output(0)?);
+        if !keepdim {
+            for &dd in &dims_c {
+                g = g.unsqueeze(dd)?;
+                o = o.unsqueeze(dd)?;
+            }
+        }
+        if std {
+            // d std = d var / (2 std), taken as 0 where std == 0 (PyTorch's convention)
+            let z = Tensor::scalar_tensor(0i64, g.dtype(), g.device())?;
+            g = o.eq_scalar(0)?.where_(&z, &g.div(&o.mul_scalar(2.0)?)?)?;
+        }
+        let mean = if x.ndim() == 0 { x.clone() } else { x.mean_dims(Some(&dims_c), true, None)? };
+        Ok(vec![Some(g.mul(&x.sub(&mean)?)?.mul_scalar(2.0 / denom)?)])
+    });
+    Ok(out)
+}
+
+impl Tensor {
+    /// `torch.var(x, dim, correction=, keepdim=)`: `sum((x - mean)^2) / max(0, N - correction)`
+    /// (`correction` 1 is `unbiased=True`).
+    pub fn var_dims(&self, dims: Option<&[i64]>, correction: f64, keepdim: bool) -> Result<Tensor> {
+        var_std("var", self, dims, correction, keepdim, false)
+    }
+    /// `torch.std(x, dim, correction=, keepdim=)`: the square root of `var`.
+    pub fn std_dims(&self, dims: Option<&[i64]>, correction: f64, keepdim: bool) -> Result<Tensor> {
+        var_std("std", self, dims, correction, keepdim, true)
+    }
+    /// `torch.var_mean(x, dim, correction=, keepdim=)`: `(var, mean)`.
+    pub fn var_mean(&self, dims: Option<&[i64]>, correction: f64, keepdim: bool) -> Result<(Tensor, Tensor)> {
+        let v = var_std("var_mean", self, dims, correction, keepdim, false)?;
+        Ok((v, self.mean_dims(dims, keepdim, None)?))
+    }
+    /// `torch.std_mean(x, dim, correction=, keepdim=)`: `(std, mean)`.
+    pub fn std_mean(&self, dims: Option<&[i64]>, correction: f64, keepdim: bool) -> Result<(Tensor, Tensor)> {
+        let s = var_std("std_mean", self, dims, correction, keepdim, true)?;
+        Ok((s, self.mean_dims(dims, keepdim, None)?))
+    }
+}
