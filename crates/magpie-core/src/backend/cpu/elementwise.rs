@@ -4,8 +4,10 @@
 //! transpose of contiguous tensors) are mapped slot by slot in storage order and the result
 //! keeps their strides, as PyTorch's TensorIterator does; everything else is gathered to
 //! row-major first.
+//! Broadcast and other strided binary operands are read in place through their strides
+//! (dims coalesced), never gathered to the broadcast size.
 
-use super::access::read;
+use super::access::{read, to_vec};
 use crate::element::Element;
 use crate::layout::Layout;
 use crate::shape::broadcast_shapes;
@@ -110,20 +112,158 @@ pub fn map_binary<A: Element, B: Element, O: Element>(
             return Tensor::from_vec_layout(out, same_order(a.layout()));
         }
     }
-    let out: Vec<O> = if same_shape {
-        read(a, |x: &[A]| read(b, |y: &[B]| par_zip(x, y, &f)))??
-    } else if b.numel() == 1 {
-        let q = read(b, |y: &[B]| y[0])?;
-        let ab = a.broadcast_to(&shape)?;
-        read(&ab, |x: &[A]| par_map(x, |p| f(p, q)))?
-    } else if a.numel() == 1 {
-        let p = read(a, |x: &[A]| x[0])?;
-        let bb = b.broadcast_to(&shape)?;
-        read(&bb, |y: &[B]| par_map(y, |q| f(p, q)))?
-    } else {
-        let ab = a.broadcast_to(&shape)?;
-        let bb = b.broadcast_to(&shape)?;
-        read(&ab, |x: &[A]| read(&bb, |y: &[B]| par_zip(x, y, &f)))??
-    };
+    if same_shape && a.is_contiguous() && b.is_contiguous() {
+        let out: Vec<O> = read(a, |x: &[A]| read(b, |y: &[B]| par_zip(x, y, &f)))??;
+        return Tensor::from_vec(out, &shape);
+    }
+    // everything else (broadcasting, strided views): read operands in place through their strides
+    let out = with_operand(a, &shape, |xa: &[A], la: &Layout| {
+        with_operand(b, &shape, |xb: &[B], lb: &Layout| strided_map(&shape, xa, la, xb, lb, &f))
+    })??;
     Tensor::from_vec(out, &shape)
+}
+
+/// Runs `f` on `t`'s elements as `&[T]` with a layout broadcast to `shape`: the storage itself
+/// when it already holds `T`, else a cast contiguous copy of `t`.
+fn with_operand<T: Element, R>(t: &Tensor, shape: &[usize], f: impl FnOnce(&[T], &Layout) -> R) -> Result<R> {
+    {
+        let guard = t.storage().read();
+        let s = match &*guard {
+            Storage::Cpu(c) => c,
+            Storage::Cuda(c) => match *c {},
+        };
+        if let Some(v) = T::slice(s) {
+            return Ok(f(v, &broadcast_layout(t.layout(), shape)));
+        }
+    }
+    let v: Vec<T> = to_vec(t)?;
+    Ok(f(&v, &broadcast_layout(&Layout::contiguous(t.shape()), shape)))
+}
+
+/// `l` viewed with `shape` (right-aligned; stretched and missing dims get stride 0).
+fn broadcast_layout(l: &Layout, shape: &[usize]) -> Layout {
+    let lead = shape.len() - l.ndim();
+    let strides = (0..shape.len())
+        .map(|d| if d < lead || (l.shape[d - lead] == 1 && shape[d] != 1) { 0 } else { l.strides[d - lead] })
+        .collect();
+    Layout { shape: shape.to_vec(), strides, offset: l.offset }
+}
+
+/// Drops size-1 dims and merges dims that are contiguous with their inner neighbour in both
+/// layouts, so that a dense or row-broadcast map runs as few long rows.
+fn coalesce(shape: &[usize], sa: &[usize], sb: &[usize]) -> (Vec<usize>, Vec<usize>, Vec<usize>) {
+    let (mut s, mut a, mut b) = (Vec::new(), Vec::new(), Vec::new());
+    for d in 0..shape.len() {
+        if shape[d] == 1 {
+            continue;
+        }
+        if let (Some(&ls), Some(&la), Some(&lb)) = (s.last(), a.last(), b.last()) {
+            if la == sa[d] * shape[d] && lb == sb[d] * shape[d] {
+                let n = s.len() - 1;
+                s[n] = ls * shape[d];
+                a[n] = sa[d];
+                b[n] = sb[d];
+                continue;
+            }
+        }
+        s.push(shape[d]);
+        a.push(sa[d]);
+        b.push(sb[d]);
+    }
+    (s, a, b)
+}
+
+/// Fills `o` with `f` over one row of `o.len()` elements starting at storage positions `pa`, `pb`.
+#[inline]
+fn map_row<A: Element, B: Element, O: Element>(
+    o: &mut [O],
+    xa: &[A],
+    pa: usize,
+    ia: usize,
+    xb: &[B],
+    pb: usize,
+    ib: usize,
+    f: &(impl Fn(A, B) -> O + Sync + Send),
+) {
+    let n = o.len();
+    match (ia, ib) {
+        (1, 1) => {
+            for ((o, &p), &q) in o.iter_mut().zip(&xa[pa..pa + n]).zip(&xb[pb..pb + n]) {
+                *o = f(p, q);
+            }
+        }
+        (1, 0) => {
+            let q = xb[pb];
+            for (o, &p) in o.iter_mut().zip(&xa[pa..pa + n]) {
+                *o = f(p, q);
+            }
+        }
+        (0, 1) => {
+            let p = xa[pa];
+            for (o, &q) in o.iter_mut().zip(&xb[pb..pb + n]) {
+                *o = f(p, q);
+            }
+        }
+        _ => {
+            for (k, o) in o.iter_mut().enumerate() {
+                *o = f(xa[pa + k * ia], xb[pb + k * ib]);
+            }
+        }
+    }
+}
+
+fn strided_map<A: Element, B: Element, O: Element>(
+    shape: &[usize],
+    xa: &[A],
+    la: &Layout,
+    xb: &[B],
+    lb: &Layout,
+    f: &(impl Fn(A, B) -> O + Sync + Send),
+) -> Vec<O> {
+    let n: usize = shape.iter().product();
+    if n == 0 {
+        return Vec::new();
+    }
+    let (s, sa, sb) = coalesce(shape, &la.strides, &lb.strides);
+    let mut out = vec![O::default(); n];
+    let nd = s.len();
+    if nd == 0 {
+        out[0] = f(xa[la.offset], xb[lb.offset]);
+        return out;
+    }
+    let inner = s[nd - 1];
+    let (ia, ib) = (sa[nd - 1], sb[nd - 1]);
+    let rows = n / inner;
+    let row_start = |r: usize| -> (usize, usize) {
+        let (mut rem, mut pa, mut pb) = (r, la.offset, lb.offset);
+        for d in (0..nd - 1).rev() {
+            let i = rem % s[d];
+            rem /= s[d];
+            pa += i * sa[d];
+            pb += i * sb[d];
+        }
+        (pa, pb)
+    };
+    if n < PAR_MIN {
+        for (r, o) in out.chunks_mut(inner).enumerate() {
+            let (pa, pb) = row_start(r);
+            map_row(o, xa, pa, ia, xb, pb, ib, f);
+        }
+    } else if rows >= 64 {
+        out.par_chunks_mut(inner).enumerate().for_each(|(r, o)| {
+            let (pa, pb) = row_start(r);
+            map_row(o, xa, pa, ia, xb, pb, ib, f);
+        });
+    } else {
+        // few long rows: split each row into pieces
+        const PIECE: usize = 1 << 14;
+        for (r, row) in out.chunks_mut(inner).enumerate() {
+            let (pa, pb) = row_start(r);
+            row.par_chunks_mut(PIECE).enumerate().for_each(|(k, o)| {
+                let off = k * PIECE;
+                map_row(o, xa, pa + off * ia, ia, xb, pb + off * ib, ib, f);
+            });
+        }
+    }
+    out
 }
