@@ -1,1 +1,89 @@
-fn main(){}
+//! `magpie`: torch-magpie's command-line tool.
+//!
+//! `magpie demo` (the default) fits a line with autograd and gradient descent: a small end-to-end
+//! check of tensors, ops and backward. `magpie ops` lists the ops reachable by name.
+//! `train` and `sample` are the main job once the training issue lands; until then they say so.
+
+use clap::{Parser, Subcommand};
+use magpie_core::{autograd, registry, Result, Tensor};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "magpie", version, about = "torch-magpie: PyTorch in Rust")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Option<Cmd>,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Fit y = 3x + 2 by gradient descent with autograd (the default).
+    Demo {
+        /// Gradient-descent steps.
+        #[arg(long, default_value_t = 500)]
+        steps: usize,
+        /// Learning rate.
+        #[arg(long, default_value_t = 0.1)]
+        lr: f64,
+    },
+    /// List every op reachable by its PyTorch name.
+    Ops,
+    /// Train a small GPT (not implemented yet).
+    Train,
+    /// Generate text from a checkpoint (not implemented yet).
+    Sample,
+}
+
+fn demo(steps: usize, lr: f64) -> Result<()> {
+    magpie_core::ops::random::manual_seed(0);
+    let x = Tensor::rand(&[64, 1])?;
+    let noise = Tensor::randn(&[64, 1])?.mul_scalar(0.01)?;
+    let y = x.mul_scalar(3.0)?.add_scalar(2.0)?.add(&noise)?;
+    let w = Tensor::zeros(&[1, 1])?.with_requires_grad()?;
+    let b = Tensor::zeros(&[1])?.with_requires_grad()?;
+    println!("fitting y = 3x + 2 on 64 noisy points with gradient descent (lr {lr}, {steps} steps)");
+    for step in 0..=steps {
+        let pred = x.mul(&w)?.add(&b)?;
+        let loss = pred.sub(&y)?.pow_scalar(2)?.mean()?;
+        if step % (steps / 5).max(1) == 0 {
+            println!("step {step:>4}  loss {:.6}", loss.item()?.to_f64());
+        }
+        if step == steps {
+            break;
+        }
+        w.set_grad(None);
+        b.set_grad(None);
+        loss.backward()?;
+        let _ng = autograd::no_grad();
+        for p in [&w, &b] {
+            let g = p.grad().ok_or_else(|| magpie_core::Error::autograd("demo", "no gradient"))?;
+            p.sub_(&g.mul_scalar(lr)?)?;
+        }
+    }
+    println!("learned w = {:.4}, b = {:.4} (true 3, 2)", w.item()?.to_f64(), b.item()?.to_f64());
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let res = match cli.cmd.unwrap_or(Cmd::Demo { steps: 500, lr: 0.1 }) {
+        Cmd::Demo { steps, lr } => demo(steps, lr),
+        Cmd::Ops => {
+            for n in registry::op_names() {
+                println!("{n}");
+            }
+            Ok(())
+        }
+        Cmd::Train | Cmd::Sample => {
+            eprintln!("magpie: `train` and `sample` are not implemented yet (they come with the nn/optim/training issue); try `magpie demo`");
+            return ExitCode::from(2);
+        }
+    };
+    match res {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("magpie: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

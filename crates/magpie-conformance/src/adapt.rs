@@ -8,6 +8,8 @@ use magpie_core::registry::Value;
 /// A registry call: op name, positional and keyword arguments.
 pub struct Call {
     pub op: String,
+    /// In-place ops run on a copy of the input, as OpInfo's wrappers (`x.clone().zero_()`) do.
+    pub clone_input: bool,
     pub args: Vec<Value>,
     pub kwargs: Vec<(String, Value)>,
 }
@@ -16,19 +18,23 @@ pub struct Call {
 pub fn adapt(case: &Case, input: Value, args: Vec<Value>, kwargs: Vec<(String, Value)>) -> Call {
     let mut pos = Vec::with_capacity(args.len() + 1);
     let op = match (case.op.as_str(), case.variant.as_str()) {
-        // torch.polygamma(n, input): OpInfo passes the input first.
-        ("polygamma", _) | ("special.polygamma", _) => {
+        // OpInfo calls these with the input first, but torch's signature puts the first arg
+        // before it: `torch.polygamma(n, input)`, `torch.where(condition, input, other)`.
+        ("polygamma" | "special.polygamma" | "where", _) => {
             let mut a = args.into_iter();
             pos.extend(a.next());
             pos.push(input);
             pos.extend(a);
-            return Call { op: case.op.clone(), args: pos, kwargs };
+            return Call { op: case.op.clone(), clone_input: false, args: pos, kwargs };
         }
+        // OpInfo's samplers are `input.<op>_(*args)`.
+        (op @ ("cauchy" | "exponential" | "geometric" | "log_normal" | "uniform"), _) => format!("{op}_"),
         // In-place variants are `input.<op>_(*args)`.
         (op, "in_place") => format!("{op}_"),
         (op, _) => op.to_string(),
     };
     pos.push(input);
     pos.extend(args);
-    Call { op, args: pos, kwargs }
+    let clone_input = op.ends_with('_') && !op.starts_with("__");
+    Call { op, clone_input, args: pos, kwargs }
 }

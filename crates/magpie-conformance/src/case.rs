@@ -123,7 +123,19 @@ pub fn run_case(case: &Case, loader: &mut Loader, device: Device) -> CaseResult 
             return r;
         }
     };
-    let call = adapt(case, input, args, kwargs);
+    let mut call = adapt(case, input, args, kwargs);
+    if call.clone_input {
+        if let Some(Value::Tensor(x)) = call.args.first() {
+            match x.copy() {
+                Ok(c) => call.args[0] = Value::Tensor(c),
+                Err(e) => {
+                    r.value = status_of(&e);
+                    r.message = e.to_string();
+                    return r;
+                }
+            }
+        }
+    }
     let out = registry::call(&call.op, call.args, call.kwargs);
 
     if let Some(kind) = &case.expect_error {

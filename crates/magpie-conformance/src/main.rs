@@ -57,6 +57,12 @@ struct Cli {
     worker: bool,
     #[arg(long, hide = true, default_value_t = 0)]
     start: usize,
+    /// Test hook: panic inside this case (checks that a panic is contained to its case).
+    #[arg(long, hide = true)]
+    inject_panic: Option<String>,
+    /// Test hook: abort the worker process at this case (checks that the run goes on).
+    #[arg(long, hide = true)]
+    inject_abort: Option<String>,
 }
 
 const TAG: &str = "@@case ";
@@ -87,7 +93,15 @@ fn worker(cli: &Cli, device: Device) -> Result<(), String> {
     }));
     let stdout = std::io::stdout();
     for c in cases.iter().skip(cli.start) {
-        let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_case(c, &mut loader, device)));
+        if cli.inject_abort.as_deref() == Some(c.id.as_str()) {
+            std::process::abort();
+        }
+        let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            if cli.inject_panic.as_deref() == Some(c.id.as_str()) {
+                panic!("injected panic");
+            }
+            run_case(c, &mut loader, device)
+        }));
         let r = res.unwrap_or_else(|_| CaseResult {
             id: c.id.clone(),
             op: c.full_op(),
@@ -118,6 +132,11 @@ fn run_folder(cli: &Cli, dir: &Path, cases: &[manifest::Case]) -> Result<Vec<Cas
         cmd.arg("--start").arg(results.len().to_string());
         if let Some(op) = &cli.op {
             cmd.arg("--op").arg(op);
+        }
+        for (flag, v) in [("--inject-panic", &cli.inject_panic), ("--inject-abort", &cli.inject_abort)] {
+            if let Some(v) = v {
+                cmd.arg(flag).arg(v);
+            }
         }
         let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().map_err(|e| format!("cannot start worker: {e}"))?;
         let stdout = child.stdout.take().ok_or("worker has no stdout")?;

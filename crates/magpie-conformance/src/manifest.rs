@@ -8,8 +8,6 @@ use std::collections::BTreeMap;
 #[derive(Deserialize)]
 pub struct Manifest {
     pub torch_version: String,
-    #[serde(default)]
-    pub dtype: Option<String>,
     pub cases: Vec<Case>,
 }
 

@@ -143,8 +143,8 @@ impl DType {
         let s = s.strip_prefix("torch.").unwrap_or(s);
         Ok(match s {
             "bool" => DType::Bool,
-            "uint8" => DType::U8,
-            "int8" => DType::I8,
+            "uint8" | "byte" => DType::U8,
+            "int8" | "char" => DType::I8,
             "int16" | "short" => DType::I16,
             "int32" | "int" => DType::I32,
             "int64" | "long" => DType::I64,

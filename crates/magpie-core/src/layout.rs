@@ -54,6 +54,24 @@ impl Layout {
         }
         true
     }
+    /// True when the elements tile `numel` consecutive storage slots in some dim order (a
+    /// permutation of a contiguous layout: transposes, `permute`s); contiguous layouts are dense.
+    pub fn is_dense(&self) -> bool {
+        let mut dims: Vec<(usize, usize)> =
+            self.shape.iter().zip(&self.strides).filter(|(s, _)| **s != 1).map(|(&s, &st)| (st, s)).collect();
+        if dims.iter().any(|&(_, s)| s == 0) {
+            return true;
+        }
+        dims.sort_unstable();
+        let mut expected = 1usize;
+        for (st, s) in dims {
+            if st != expected {
+                return false;
+            }
+            expected *= s;
+        }
+        true
+    }
     /// The storage range `[lo, hi)` this layout can touch (empty for an empty tensor).
     pub fn storage_span(&self) -> (usize, usize) {
         if self.numel() == 0 {

@@ -68,6 +68,16 @@ impl Tensor {
         Ok(Self::from_parts(Arc::new(StorageCell::new(Storage::Cpu(storage))), Layout::contiguous(shape), None))
     }
 
+    /// A CPU tensor owning `data` viewed through `layout` (a dense layout over exactly `data`),
+    /// for kernels that keep their input's memory order (PyTorch's TensorIterator does the same).
+    pub(crate) fn from_vec_layout<T: Element>(data: Vec<T>, layout: Layout) -> Result<Tensor> {
+        let (lo, hi) = layout.storage_span();
+        if lo != 0 || hi != data.len() || layout.numel() != data.len() {
+            return Err(Error::shape("tensor", format!("layout {layout:?} does not cover {} elements densely", data.len())));
+        }
+        Ok(Self::from_parts(Arc::new(StorageCell::new(Storage::Cpu(T::into_storage(data)))), layout, None))
+    }
+
     /// A CPU tensor from a vector and a shape: `Tensor::from_vec(vec![1f32, 2., 3., 4.], &[2, 2])`.
     pub fn from_vec<T: Element>(data: Vec<T>, shape: &[usize]) -> Result<Tensor> {
         Self::from_cpu_storage(T::into_storage(data), shape)

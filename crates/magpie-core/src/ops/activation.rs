@@ -1,1 +1,292 @@
 //! Activation functions (`relu`, `gelu`, `silu`, ...) as elementwise ops with gradients.
+//! Parametric ones compute in f64 through [`map_float`] / [`map_keep`] and record their
+//! backward rule with tensor ops; `glu`, `prelu`, `softsign`, `tanhshrink` are compositions.
+
+use crate::ops::unary::math::one_minus;
+use crate::ops::unary::{map_float, map_keep, record_unary};
+use crate::tensor::Tensor;
+use crate::{Error, Result};
+use std::f64::consts::{FRAC_1_SQRT_2, PI};
+
+/// SELU's fixed `alpha` and `scale`.
+const SELU_ALPHA: f64 = 1.673_263_242_354_377_3;
+const SELU_SCALE: f64 = 1.050_700_987_355_480_5;
+
+// Masks combine with `mul`: bool * bool is a logical and.
+
+/// `where(mask, g, 0)`.
+fn pass(mask: &Tensor, g: &Tensor) -> Result<Tensor> {
+    mask.where_(g, &g.zeros_like()?)
+}
+
+impl Tensor {
+    /// `torch.relu(x)`: `max(x, 0)` (NaN stays NaN); integers keep their dtype.
+    pub fn relu(&self) -> Result<Tensor> {
+        let out = map_keep("relu", self, |v| if v > 0.0 || v.is_nan() { v } else { 0.0 }, |v| v.max(0))?;
+        record_unary("relu", self, &out, |_, y, g| pass(&y.gt_scalar(0.0)?, g));
+        Ok(out)
+    }
+    /// `F.hardtanh(x, min_val, max_val)`: clamps to `[min_val, max_val]` (integers clamp to the
+    /// bounds truncated to integers and keep their dtype).
+    pub fn hardtanh(&self, min_val: f64, max_val: f64) -> Result<Tensor> {
+        if min_val > max_val {
+            return Err(Error::value("hardtanh", "min_val cannot be greater than max_val"));
+        }
+        let (lo, hi) = (min_val as i64, max_val as i64);
+        let out = map_keep(
+            "hardtanh",
+            self,
+            move |v| if v < min_val { min_val } else if v > max_val { max_val } else { v },
+            move |v| v.max(lo).min(hi),
+        )?;
+        record_unary("hardtanh", self, &out, move |x, _, g| {
+            pass(&x.gt_scalar(min_val)?.mul(&x.lt_scalar(max_val)?)?, g)
+        });
+        Ok(out)
+    }
+    /// `F.relu6(x)`: `hardtanh(x, 0, 6)`.
+    pub fn relu6(&self) -> Result<Tensor> {
+        self.hardtanh(0.0, 6.0)
+    }
+    /// `F.threshold(x, threshold, value)`: `value` where `x <= threshold`, else `x`.
+    pub fn threshold(&self, threshold: f64, value: f64) -> Result<Tensor> {
+        let (ti, vi) = (threshold, value as i64);
+        let out = map_keep("threshold", self, move |v| if v <= threshold { value } else { v }, move |v| if (v as f64) <= ti { vi } else { v })?;
+        record_unary("threshold", self, &out, move |x, _, g| pass(&x.gt_scalar(threshold)?, g));
+        Ok(out)
+    }
+    /// `F.elu(x, alpha)` with PyTorch's general form `scale * (x if x > 0 else alpha * (exp(x * input_scale) - 1))`
+    /// (shared by `selu` and `celu`).
+    pub fn elu_full(&self, alpha: f64, scale: f64, input_scale: f64) -> Result<Tensor> {
+        let out = map_float("elu", self, move |v| if v > 0.0 { scale * v } else { scale * alpha * (v * input_scale).exp_m1() })?;
+        record_unary("elu", self, &out, move |x, _, g| {
+            let neg = x.mul_scalar(input_scale)?.exp()?.mul_scalar(input_scale * alpha * scale)?;
+            let d = x.gt_scalar(0.0)?.where_(&neg.full_like(scale)?, &neg)?;
+            g.mul(&d)
+        });
+        Ok(out)
+    }
+    /// `F.elu(x, alpha)`.
+    pub fn elu(&self, alpha: f64) -> Result<Tensor> {
+        self.elu_full(alpha, 1.0, 1.0)
+    }
+    /// `F.selu(x)`.
+    pub fn selu(&self) -> Result<Tensor> {
+        self.elu_full(SELU_ALPHA, SELU_SCALE, 1.0)
+    }
+    /// `F.celu(x, alpha)`: `max(0, x) + min(0, alpha * (exp(x / alpha) - 1))`.
+    pub fn celu(&self, alpha: f64) -> Result<Tensor> {
+        if alpha == 0.0 {
+            return Err(Error::value("celu", "ZeroDivisionError: alpha must not be zero for celu"));
+        }
+        self.elu_full(alpha, 1.0, 1.0 / alpha)
+    }
+    /// `F.leaky_relu(x, negative_slope)`.
+    pub fn leaky_relu(&self, negative_slope: f64) -> Result<Tensor> {
+        let out = map_float("leaky_relu", self, move |v| if v > 0.0 { v } else { v * negative_slope })?;
+        record_unary("leaky_relu", self, &out, move |x, _, g| {
+            x.gt_scalar(0.0)?.where_(g, &g.mul_scalar(negative_slope)?)
+        });
+        Ok(out)
+    }
+    /// `F.hardswish(x)`: `x * relu6(x + 3) / 6`.
+    pub fn hardswish(&self) -> Result<Tensor> {
+        let out = map_float("hardswish", self, |v| v * (v + 3.0).clamp(0.0, 6.0) / 6.0)?;
+        record_unary("hardswish", self, &out, |x, _, g| {
+            let mid = g.mul(&x.mul_scalar(1.0 / 3.0)?.add_scalar(0.5)?)?;
+            let z = g.zeros_like()?;
+            x.lt_scalar(-3.0)?.where_(&z, &x.le_scalar(3.0)?.where_(&mid, g)?)
+        });
+        Ok(out)
+    }
+    /// `F.hardsigmoid(x)`: `relu6(x + 3) / 6`.
+    pub fn hardsigmoid(&self) -> Result<Tensor> {
+        let out = map_float("hardsigmoid", self, |v| (v + 3.0).clamp(0.0, 6.0) / 6.0)?;
+        record_unary("hardsigmoid", self, &out, |x, _, g| {
+            pass(&x.gt_scalar(-3.0)?.mul(&x.lt_scalar(3.0)?)?, &g.mul_scalar(1.0 / 6.0)?)
+        });
+        Ok(out)
+    }
+    /// `F.hardshrink(x, lambd)`: 0 inside `[-lambd, lambd]`, else `x`.
+    pub fn hardshrink(&self, lambd: f64) -> Result<Tensor> {
+        let out = map_float("hardshrink", self, move |v| if v >= -lambd && v <= lambd { 0.0 } else { v })?;
+        record_unary("hardshrink", self, &out, move |x, _, g| {
+            let inside = x.ge_scalar(-lambd)?.mul(&x.le_scalar(lambd)?)?;
+            inside.where_(&g.zeros_like()?, g)
+        });
+        Ok(out)
+    }
+    /// `F.softshrink(x, lambd)`: shrinks toward 0 by `lambd >= 0`.
+    pub fn softshrink(&self, lambd: f64) -> Result<Tensor> {
+        if !(lambd >= 0.0) {
+            return Err(Error::value("softshrink", format!("lambda must be in range [0, max_value_of_input_dtype], but found {lambd}")));
+        }
+        let out = map_float("softshrink", self, move |v| if v > lambd { v - lambd } else if v < -lambd { v + lambd } else { 0.0 })?;
+        record_unary("softshrink", self, &out, move |x, _, g| {
+            let inside = x.ge_scalar(-lambd)?.mul(&x.le_scalar(lambd)?)?;
+            inside.where_(&g.zeros_like()?, g)
+        });
+        Ok(out)
+    }
+    /// `F.tanhshrink(x)`: `x - tanh(x)`.
+    pub fn tanhshrink(&self) -> Result<Tensor> {
+        let x = if self.dtype().is_integral() { self.to_dtype(crate::default_dtype())? } else { self.clone() };
+        x.sub(&x.tanh()?)
+    }
+    /// `F.softsign(x)`: `x / (1 + |x|)`.
+    pub fn softsign(&self) -> Result<Tensor> {
+        self.div(&self.abs()?.add_scalar(1)?)
+    }
+    /// `F.softplus(x, beta, threshold)`: `log(1 + exp(beta x)) / beta`, linear where `beta x > threshold`.
+    pub fn softplus(&self, beta: f64, threshold: f64) -> Result<Tensor> {
+        let out = map_float("softplus", self, move |v| if v * beta > threshold { v } else { (v * beta).exp().ln_1p() / beta })?;
+        record_unary("softplus", self, &out, move |x, _, g| {
+            let z = x.mul_scalar(beta)?;
+            let s = z.sigmoid()?;
+            z.gt_scalar(threshold)?.where_(g, &g.mul(&s)?)
+        });
+        Ok(out)
+    }
+    /// `F.silu(x)`: `x * sigmoid(x)`.
+    pub fn silu(&self) -> Result<Tensor> {
+        let out = map_float("silu", self, |v| v / (1.0 + (-v).exp()))?;
+        record_unary("silu", self, &out, |x, _, g| {
+            let s = x.sigmoid()?;
+            g.mul(&s.mul(&x.mul(&one_minus(&s)?)?.add_scalar(1.0)?)?)
+        });
+        Ok(out)
+    }
+    /// `F.mish(x)`: `x * tanh(softplus(x))`.
+    pub fn mish(&self) -> Result<Tensor> {
+        let out = map_float("mish", self, |v| v * softplus1(v).tanh())?;
+        record_unary("mish", self, &out, |x, _, g| {
+            let t = x.softplus(1.0, 20.0)?.tanh()?;
+            let d = t.add(&x.mul(&x.sigmoid()?)?.mul(&one_minus(&t.mul(&t)?)?)?)?;
+            g.mul(&d)
+        });
+        Ok(out)
+    }
+    /// `F.gelu(x, approximate)`: `x * Phi(x)`, or its tanh approximation with `approximate = "tanh"`.
+    pub fn gelu(&self, approximate: &str) -> Result<Tensor> {
+        const K: f64 = 0.797_884_560_802_865_4; // sqrt(2 / pi)
+        const C: f64 = 0.044_715;
+        match approximate {
+            "none" => {
+                let out = map_float("gelu", self, |v| v * 0.5 * (1.0 + libm::erf(v * FRAC_1_SQRT_2)))?;
+                record_unary("gelu", self, &out, |x, _, g| {
+                    let cdf = x.mul_scalar(FRAC_1_SQRT_2)?.erf()?.add_scalar(1.0)?.mul_scalar(0.5)?;
+                    let pdf = x.mul(x)?.mul_scalar(-0.5)?.exp()?.mul_scalar(1.0 / (2.0 * PI).sqrt())?;
+                    g.mul(&cdf.add(&x.mul(&pdf)?)?)
+                });
+                Ok(out)
+            }
+            "tanh" => {
+                let out = map_float("gelu", self, |v| 0.5 * v * (1.0 + (K * (v + C * v * v * v)).tanh()))?;
+                record_unary("gelu", self, &out, |x, _, g| {
+                    let x2 = x.mul(x)?;
+                    let inner = x.mul(&x2.mul_scalar(C)?.add_scalar(1.0)?)?.mul_scalar(K)?;
+                    let t = inner.tanh()?;
+                    let dinner = x2.mul_scalar(3.0 * C)?.add_scalar(1.0)?.mul_scalar(K)?;
+                    let left = t.add_scalar(1.0)?.mul_scalar(0.5)?;
+                    let right = x.mul(&one_minus(&t.mul(&t)?)?)?.mul(&dinner)?.mul_scalar(0.5)?;
+                    g.mul(&left.add(&right)?)
+                });
+                Ok(out)
+            }
+            _ => Err(Error::value("gelu", "approximate argument must be either none or tanh.")),
+        }
+    }
+    /// `F.logsigmoid(x)`: `log(sigmoid(x))`, stable for large |x|.
+    pub fn logsigmoid(&self) -> Result<Tensor> {
+        let out = map_float("logsigmoid", self, |v| v.min(0.0) - (-v.abs()).exp().ln_1p())?;
+        record_unary("logsigmoid", self, &out, |x, _, g| g.mul(&x.neg_raw()?.sigmoid()?));
+        Ok(out)
+    }
+    /// `F.glu(x, dim)`: `a * sigmoid(b)` for the two halves `a`, `b` of `x` along `dim`.
+    pub fn glu(&self, dim: i64) -> Result<Tensor> {
+        if self.ndim() == 0 {
+            return Err(Error::shape("glu", "glu does not support scalars because halving size must be even"));
+        }
+        let d = crate::shape::wrap_dim("glu", dim, self.ndim())?;
+        let n = self.shape()[d];
+        if n % 2 != 0 {
+            return Err(Error::shape("glu", format!("Halving dimension must be even, but dimension {d} is size {n}")));
+        }
+        let h = (n / 2) as i64;
+        let a = self.narrow(d as i64, 0, h)?;
+        let b = self.narrow(d as i64, h, h)?;
+        a.mul(&b.sigmoid()?)
+    }
+    /// `F.prelu(x, weight)`: `x` where positive, else `weight * x`; `weight` has one element or
+    /// one per channel (dim 1).
+    pub fn prelu(&self, weight: &Tensor) -> Result<Tensor> {
+        if weight.ndim() > 1 {
+            return Err(Error::shape("prelu", format!("prelu: Expected `weight` to be a scalar or 1D tensor, but got: ndim = {}", weight.ndim())));
+        }
+        let wn = weight.numel();
+        let w = if wn == 1 {
+            weight.reshape(&[])?
+        } else {
+            if self.ndim() == 0 {
+                return Err(Error::shape("prelu", "Not allow zero-dim input tensor."));
+            }
+            let c = if self.ndim() >= 2 { self.shape()[1] } else { 1 };
+            if wn != c {
+                return Err(Error::shape(
+                    "prelu",
+                    format!("Mismatch of parameter numbers and input channel size. Found parameter numbers = {wn} and channel size = {c}."),
+                ));
+            }
+            let mut shape = vec![1i64; self.ndim()];
+            shape[1] = c as i64;
+            weight.reshape(&shape)?
+        };
+        let pos = self.gt_scalar(0.0)?;
+        pos.where_(self, &w.mul(self)?)
+    }
+    /// `F.rrelu(x, lower, upper, training)`: leaky ReLU whose negative slope is the mean of the
+    /// bounds in evaluation, and drawn uniformly from `[lower, upper]` per element in training.
+    pub fn rrelu(&self, lower: f64, upper: f64, training: bool) -> Result<Tensor> {
+        if lower > upper {
+            return Err(Error::value("rrelu", "Lower bound should be less than or equal to the upper bound"));
+        }
+        if !training {
+            return self.leaky_relu((lower + upper) / 2.0);
+        }
+        let xs: Vec<f64> = crate::backend::cpu::to_vec(self)?;
+        let mut rng = SplitMix::new();
+        let noise: Vec<f64> = xs.iter().map(|&v| if v >= 0.0 { 1.0 } else { lower + (upper - lower) * rng.next_f64() }).collect();
+        let noise = Tensor::from_vec(noise, self.shape())?.to_dtype(self.dtype())?;
+        self.mul(&noise)
+    }
+}
+
+/// `log(1 + exp(x))` with PyTorch's default threshold of 20.
+fn softplus1(v: f64) -> f64 {
+    if v > 20.0 {
+        v
+    } else {
+        v.exp().ln_1p()
+    }
+}
+
+/// A small SplitMix64 generator for `rrelu`'s slopes, seeded per call from a global counter
+/// and the clock (the random-number module owns seeded generators).
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn new() -> SplitMix {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static CALLS: AtomicU64 = AtomicU64::new(0x9E37_79B9_7F4A_7C15);
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
+        SplitMix(CALLS.fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed) ^ t)
+    }
+    fn next_f64(&mut self) -> f64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        (z >> 11) as f64 / (1u64 << 53) as f64
+    }
+}

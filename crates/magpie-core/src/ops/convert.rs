@@ -6,7 +6,6 @@ use crate::backend::cpu;
 use crate::dtype::DType;
 use crate::element::Element;
 use crate::scalar::Scalar;
-use crate::storage::{CpuStorage, Storage};
 use crate::tensor::Tensor;
 use crate::{Error, Result};
 
@@ -148,10 +147,10 @@ fn write_values(dst: &Tensor, src: &Tensor) -> Result<()> {
 }
 
 /// The CPU storage of a tensor, for kernels that need the raw typed buffer.
-pub(crate) fn with_cpu<R>(t: &Tensor, f: impl FnOnce(&CpuStorage) -> R) -> Result<R> {
+pub(crate) fn with_cpu<R>(t: &Tensor, f: impl FnOnce(&crate::storage::CpuStorage) -> R) -> Result<R> {
     let g = t.storage().read();
     match &*g {
-        Storage::Cpu(c) => Ok(f(c)),
-        Storage::Cuda(c) => match *c {},
+        crate::storage::Storage::Cpu(c) => Ok(f(c)),
+        crate::storage::Storage::Cuda(c) => match *c {},
     }
 }

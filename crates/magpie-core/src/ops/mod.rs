@@ -12,6 +12,7 @@ pub mod indexing;
 pub mod linalg;
 pub mod loss;
 pub mod matmul;
+pub mod nn;
 pub mod norm;
 pub mod pad;
 pub mod pool;

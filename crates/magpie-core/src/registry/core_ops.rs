@@ -1,59 +1,15 @@
 //! Registry entries for the core ops (creation, conversion, views, arithmetic, reductions).
 
-use super::{Args, Registry, Value};
-use crate::ops::binary::{binary, ADD, DIV, MUL, SUB};
-use crate::ops::Operand;
+use super::{Registry, Value};
 use crate::tensor::Tensor;
-use crate::{Error, Result, Scalar};
+use crate::Result;
 
 fn t(v: Tensor) -> Result<Value> {
     Ok(Value::Tensor(v))
 }
 
-/// `add(input, other, *, alpha=1)` and `sub`: `alpha` scales `other`.
-fn add_sub(a: &mut Args, sub: bool) -> Result<Value> {
-    let x = a.tensor(0, "input")?;
-    let y = a.tensor_or_scalar(1, "other")?;
-    let alpha = a.opt_scalar(2, "alpha")?;
-    let spec = if sub { &SUB } else { &ADD };
-    if sub && x.dtype().is_bool() {
-        if let super::args::TensorOrScalar::Tensor(y) = &y {
-            if y.dtype().is_bool() {
-                return t(x.sub(y)?);
-            }
-        }
-    }
-    match alpha {
-        None => t(binary(spec, Operand::Tensor(&x), y.operand())?),
-        Some(al) => {
-            let scaled = match &y {
-                super::args::TensorOrScalar::Tensor(yt) => {
-                    if yt.dtype().is_integral() && !al.is_integral() {
-                        return Err(Error::dtype(a.op(), "For integral input tensors, argument alpha must not be a floating point number."));
-                    }
-                    super::args::TensorOrScalar::Tensor(binary(&MUL, Operand::Tensor(yt), Operand::Scalar(al))?)
-                }
-                super::args::TensorOrScalar::Scalar(s) => super::args::TensorOrScalar::Scalar(Scalar::Float(s.to_f64() * al.to_f64())),
-            };
-            t(binary(spec, Operand::Tensor(&x), scaled.operand())?)
-        }
-    }
-}
-
 /// Registers the core ops.
 pub(crate) fn register(r: &mut Registry) {
-    r.add("add", |a| add_sub(a, false));
-    r.add("sub", |a| add_sub(a, true));
-    r.add_all(&["mul", "multiply"], |a| {
-        let x = a.tensor(0, "input")?;
-        let y = a.tensor_or_scalar(1, "other")?;
-        t(binary(&MUL, Operand::Tensor(&x), y.operand())?)
-    });
-    r.add_all(&["true_divide", "divide"], |a| {
-        let x = a.tensor(0, "input")?;
-        let y = a.tensor_or_scalar(1, "other")?;
-        t(binary(&DIV, Operand::Tensor(&x), y.operand())?)
-    });
     r.add("neg", |a| t(a.tensor(0, "input")?.neg()?));
     r.add("exp", |a| t(a.tensor(0, "input")?.exp()?));
     r.add("log", |a| t(a.tensor(0, "input")?.log()?));

@@ -259,7 +259,6 @@ pub(crate) fn register(r: &mut Registry) {
         let p = a.float_or(2, "p", 2.0)?;
         t(x.dist(&y, p)?)
     });
-    r.add("trace", |a| t(a.tensor(0, "input")?.trace()?));
     // order statistics
     r.add("median", |a| median(a, false));
     r.add("nanmedian", |a| median(a, true));

@@ -35,6 +35,10 @@ pub fn read<T: Element, R>(t: &Tensor, f: impl FnOnce(&[T]) -> R) -> Result<R> {
     let guard = t.storage().read();
     let s = cpu("read", &guard)?;
     let l = t.layout();
+    if l.numel() == 0 {
+        // an empty view may carry an offset past the end of an empty storage
+        return Ok(f(&[]));
+    }
     if let Some(v) = T::slice(s) {
         if l.is_contiguous() {
             let n = l.numel();
@@ -80,4 +84,23 @@ pub fn scatter_into<T: Element>(t: &Tensor, values: &[T]) -> Result<()> {
         }
     });
     Ok(())
+}
+
+/// Runs `f` on the elements of a contiguous tensor of type `T` for an in-place update
+/// (optimizer steps, cache writes). Bumps the version counter like every in-place write.
+pub fn write<T: Element, R>(t: &Tensor, f: impl FnOnce(&mut [T]) -> R) -> Result<R> {
+    if !t.is_contiguous() {
+        return Err(Error::value("write", "in-place element access needs a contiguous tensor"));
+    }
+    if t.dtype() != T::DTYPE {
+        return Err(Error::dtype("write", format!("tensor is {}, accessed as {}", t.dtype(), T::DTYPE)));
+    }
+    let l = t.layout().clone();
+    let mut guard = t.storage().write();
+    let s = match &mut *guard {
+        Storage::Cpu(c) => c,
+        Storage::Cuda(c) => match *c {},
+    };
+    let v = T::slice_mut(s).ok_or_else(|| Error::dtype("write", "storage dtype mismatch"))?;
+    Ok(f(&mut v[l.offset..l.offset + l.numel()]))
 }

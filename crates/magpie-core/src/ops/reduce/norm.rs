@@ -124,12 +124,4 @@ impl Tensor {
     pub fn dist(&self, other: &Tensor, p: f64) -> Result<Tensor> {
         self.sub(other)?.norm_p(p, None, false, None)
     }
-
-    /// `torch.trace(x)`: the sum of the main diagonal of a matrix (integers sum as int64).
-    pub fn trace(&self) -> Result<Tensor> {
-        if self.ndim() != 2 {
-            return Err(Error::shape("trace", format!("trace: expected a matrix, but got tensor with dim {}", self.ndim())));
-        }
-        self.diagonal(0, 0, 1)?.sum_dims(None, false, None)
-    }
 }

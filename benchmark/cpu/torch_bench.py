@@ -1,0 +1,41 @@
+"""Times each case of cases.json in PyTorch on the CPU (median wall time after warm-up) and
+its peak CPU memory (torch.profiler's self memory of the call). One JSON object per line."""
+import json, sys, time
+import torch
+import torch.nn.functional as F
+
+def resolve(op):
+    obj = torch
+    for part in op.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+def main():
+    path = sys.argv[1] if len(sys.argv) > 1 else "benchmark/cpu/cases.json"
+    min_secs = float(sys.argv[2]) if len(sys.argv) > 2 else 1.0
+    torch.manual_seed(0)
+    for c in json.load(open(path))["cases"]:
+        f = resolve(c["op"])
+        xs = [torch.randn(*s) for s in c["inputs"]]
+        if c.get("transpose"):
+            xs = [x.t() for x in xs]
+        args = xs + [tuple(a) if isinstance(a, list) else a for a in c.get("args", [])]
+        kw = c.get("kwargs", {})
+        with torch.no_grad():
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True) as prof:
+                out = f(*args, **kw)
+            peak = max(0, sum(e.self_cpu_memory_usage for e in prof.events() if e.self_cpu_memory_usage > 0))
+            del out
+            f(*args, **kw)
+            times = []
+            start = time.perf_counter()
+            while len(times) < 5 or (time.perf_counter() - start < min_secs and len(times) < 200):
+                t0 = time.perf_counter()
+                o = f(*args, **kw)
+                times.append(time.perf_counter() - t0)
+                del o
+        times.sort()
+        print(json.dumps({"name": c["name"], "seconds": times[len(times) // 2], "peak_bytes": peak, "reps": len(times)}), flush=True)
+
+if __name__ == "__main__":
+    main()

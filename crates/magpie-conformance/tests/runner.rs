@@ -1,0 +1,138 @@
+//! End-to-end tests of the conformance runner binary on small hand-made case folders.
+
+use safetensors::tensor::{serialize, Dtype, TensorView};
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Command;
+
+fn write_folder(dir: &Path, manifest: &str, tensors: &[(&str, Vec<f32>, Vec<usize>)]) {
+    std::fs::write(dir.join("manifest.json"), manifest).unwrap();
+    let bytes: Vec<(String, Vec<u8>, Vec<usize>)> = tensors
+        .iter()
+        .map(|(k, v, s)| (k.to_string(), v.iter().flat_map(|x| x.to_le_bytes()).collect(), s.clone()))
+        .collect();
+    let views: HashMap<String, TensorView> =
+        bytes.iter().map(|(k, b, s)| (k.clone(), TensorView::new(Dtype::F32, s.clone(), b).unwrap())).collect();
+    std::fs::write(dir.join("cases.safetensors"), serialize(&views, &None).unwrap()).unwrap();
+}
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_magpie-conformance")).args(args).output().unwrap();
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+}
+
+const GOOD: &str = r#"{"torch_version": "test", "seed": 1, "dtype": "float32", "ops": ["neg", "add", "nosuchop"],
+ "cases": [
+  {"id": "neg#0", "op": "neg", "variant": "", "dtype": "float32",
+   "input": {"tensor": "neg#0/in0", "dtype": "float32", "shape": [2]}, "args": [], "kwargs": {},
+   "output": {"tensor": "neg#0/out", "dtype": "float32", "shape": [2]}, "nondeterministic": false,
+   "tol": {"rtol": 1e-6, "atol": 1e-6},
+   "grad": {"wrt": ["neg#0/in0"], "output_grads": [{"tensor": "neg#0/gout", "dtype": "float32", "shape": [2]}],
+            "expected": [{"tensor": "neg#0/grad", "dtype": "float32", "shape": [2]}]}},
+  {"id": "neg#1", "op": "neg", "variant": "", "dtype": "float32",
+   "input": {"tensor": "neg#0/in0", "dtype": "float32", "shape": [2]}, "args": [], "kwargs": {},
+   "output": {"tensor": "neg#0/in0", "dtype": "float32", "shape": [2]}, "nondeterministic": false},
+  {"id": "add!0", "op": "add", "variant": "", "dtype": null,
+   "input": {"tensor": "neg#0/in0", "dtype": "float32", "shape": [2]}, "args": [{"tensor": "add!0/in1", "dtype": "float32", "shape": [3]}],
+   "kwargs": {}, "expect_error": "RuntimeError", "error_regex": "must match"},
+  {"id": "nosuchop#0", "op": "nosuchop", "variant": "", "dtype": "float32",
+   "input": {"tensor": "neg#0/in0", "dtype": "float32", "shape": [2]}, "args": [], "kwargs": {},
+   "output": {"tensor": "neg#0/in0", "dtype": "float32", "shape": [2]}, "nondeterministic": false}
+ ], "skipped": {}}"#;
+
+fn good_tensors() -> Vec<(&'static str, Vec<f32>, Vec<usize>)> {
+    vec![
+        ("neg#0/in0", vec![1.0, -2.0], vec![2]),
+        ("neg#0/out", vec![-1.0, 2.0], vec![2]),
+        ("neg#0/gout", vec![0.5, 3.0], vec![2]),
+        ("neg#0/grad", vec![-0.5, -3.0], vec![2]),
+        ("add!0/in1", vec![1.0, 2.0, 3.0], vec![3]),
+    ]
+}
+
+#[test]
+fn counts_passes_failures_and_unsupported() {
+    let d = tempfile::tempdir().unwrap();
+    write_folder(d.path(), GOOD, &good_tensors());
+    let json = d.path().join("out.json");
+    let (code, out, err) = run(&["--cases", d.path().to_str().unwrap(), "--json", json.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    // neg#0 (value and grad) and add!0 pass; neg#1 has a wrong expected value; nosuchop is unsupported
+    assert!(out.trim_end().ends_with("2 passed, 2 failed"), "{out}");
+    let j: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    let by_id = |id: &str| j["cases"].as_array().unwrap().iter().find(|c| c["id"] == id).unwrap().clone();
+    assert_eq!(by_id("neg#0")["value"], "passed");
+    assert_eq!(by_id("neg#0")["grad"], "passed");
+    assert_eq!(by_id("neg#1")["value"], "failed");
+    assert_eq!(by_id("add!0")["value"], "passed");
+    assert_eq!(by_id("nosuchop#0")["value"], "unsupported");
+}
+
+#[test]
+fn malformed_manifest_is_a_clear_error() {
+    let d = tempfile::tempdir().unwrap();
+    write_folder(d.path(), "{\"cases\": [", &good_tensors());
+    let (code, _, err) = run(&["--cases", d.path().to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("malformed manifest"), "{err}");
+}
+
+#[test]
+fn missing_tensor_key_names_the_case() {
+    let d = tempfile::tempdir().unwrap();
+    let mut ts = good_tensors();
+    ts.retain(|(k, _, _)| *k != "neg#0/out");
+    write_folder(d.path(), GOOD, &ts);
+    let (code, _, err) = run(&["--cases", d.path().to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("neg#0") && err.contains("neg#0/out") && err.contains("missing"), "{err}");
+}
+
+#[test]
+fn baseline_drop_fails_and_rise_is_reported() {
+    let d = tempfile::tempdir().unwrap();
+    write_folder(d.path(), GOOD, &good_tensors());
+    let name = d.path().file_name().unwrap().to_str().unwrap().to_string();
+    let base = d.path().join("baseline.json");
+    let high = format!(r#"{{"{name}": {{"neg": {{"value": 2, "grad": 1, "error": 0}}}}}}"#);
+    std::fs::write(&base, high).unwrap();
+    let (code, out, _) = run(&["--cases", d.path().to_str().unwrap(), "--baseline", base.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("dropped below the baseline"), "{out}");
+    let low = format!(r#"{{"{name}": {{"neg": {{"value": 0, "grad": 0, "error": 0}}}}}}"#);
+    std::fs::write(&base, low).unwrap();
+    let (code, out, _) = run(&["--cases", d.path().to_str().unwrap(), "--baseline", base.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("rose above the baseline"), "{out}");
+}
+
+#[test]
+fn cuda_device_is_reported_unavailable() {
+    let d = tempfile::tempdir().unwrap();
+    write_folder(d.path(), GOOD, &good_tensors());
+    let (code, _, err) = run(&["--cases", d.path().to_str().unwrap(), "--device", "cuda"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("CUDA is not available"), "{err}");
+}
+
+#[test]
+fn a_panic_or_an_abort_is_one_crashed_case_and_the_run_goes_on() {
+    let d = tempfile::tempdir().unwrap();
+    write_folder(d.path(), GOOD, &good_tensors());
+    for flag in ["--inject-panic", "--inject-abort"] {
+        let json = d.path().join("out.json");
+        let (code, out, err) = run(&["--cases", d.path().to_str().unwrap(), flag, "neg#1", "--json", json.to_str().unwrap()]);
+        assert_eq!(code, 0, "{out}\n{err}");
+        assert!(out.contains("CRASH neg#1"), "{out}");
+        let j: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let st: Vec<(String, String)> = j["cases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| (c["id"].as_str().unwrap().to_string(), c["value"].as_str().unwrap().to_string()))
+            .collect();
+        assert_eq!(st.len(), 4, "every case has a record after {flag}");
+        assert!(st.contains(&("neg#1".into(), "crashed".into())));
+        assert!(st.contains(&("add!0".into(), "passed".into())), "cases after the crash still run ({flag})");
+    }
+}

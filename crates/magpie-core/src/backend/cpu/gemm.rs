@@ -1,0 +1,161 @@
+//! Batched matrix products on the CPU: the `gemm` crate for f32/f64/f16/complex (strided, so
+//! transposed and broadcast views need no copies), f32 for bf16, and a blocked i64 loop for ints.
+
+use crate::dtype::DType;
+use crate::element::Element;
+use crate::layout::{indices, Layout};
+use crate::storage::Storage;
+use crate::tensor::Tensor;
+use crate::{Error, Result};
+use rayon::prelude::*;
+
+/// Below this many multiply-adds per matrix, batches are split across threads instead of
+/// each product (thread wake-up costs more than a small product).
+const SMALL_GEMM: usize = 64 * 64 * 64;
+
+/// Where one operand's matrices lie: offsets of each batch's matrix, and the row and column
+/// strides of the matrix (in elements).
+struct Operand {
+    offsets: Vec<usize>,
+    rs: isize,
+    cs: isize,
+}
+
+/// Batch offsets and matrix strides of `t` (shape `[batch..., r, c]`).
+fn operand(t: &Tensor) -> Operand {
+    let l = t.layout();
+    let nd = l.ndim();
+    let batch = Layout { shape: l.shape[..nd - 2].to_vec(), strides: l.strides[..nd - 2].to_vec(), offset: l.offset };
+    Operand { offsets: indices(&batch), rs: l.strides[nd - 2] as isize, cs: l.strides[nd - 1] as isize }
+}
+
+/// `a @ b` for `a: [batch..., m, k]`, `b: [batch..., k, n]` with the same batch shape and dtype
+/// (any strides, including the zero strides of broadcast batches). Returns a contiguous
+/// `[batch..., m, n]` tensor of that dtype. Not recorded by autograd.
+pub fn batched_matmul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    let op = "matmul";
+    let (sa, sb) = (a.shape(), b.shape());
+    let nd = sa.len();
+    if nd < 2 || sb.len() != nd || sa[..nd - 2] != sb[..nd - 2] || sa[nd - 1] != sb[nd - 2] {
+        return Err(Error::shape(op, format!("batched_matmul: shapes {sa:?} and {sb:?} cannot be multiplied")));
+    }
+    if a.dtype() != b.dtype() {
+        return Err(Error::dtype(
+            op,
+            format!("expected m1 and m2 to have the same dtype, but got: {} != {}", a.dtype().name(), b.dtype().name()),
+        ));
+    }
+    let (m, k, n) = (sa[nd - 2], sa[nd - 1], sb[nd - 1]);
+    let mut out_shape = sa[..nd - 2].to_vec();
+    out_shape.extend([m, n]);
+    let dt = a.dtype();
+    if m * n == 0 || out_shape.contains(&0) || k == 0 {
+        if dt.is_bool() || dt.is_float8() {
+            return Err(Error::dtype(op, format!("\"addmm_impl_cpu_\" not implemented for '{}'", dt.name())));
+        }
+        return Tensor::zeros_on(&out_shape, dt, a.device());
+    }
+    match dt {
+        DType::F32 => native::<f32>(a, b, m, k, n, &out_shape),
+        DType::F64 => native::<f64>(a, b, m, k, n, &out_shape),
+        DType::F16 => native::<half::f16>(a, b, m, k, n, &out_shape),
+        DType::C64 => native::<num_complex::Complex32>(a, b, m, k, n, &out_shape),
+        DType::C128 => native::<num_complex::Complex64>(a, b, m, k, n, &out_shape),
+        DType::BF16 => {
+            // No bf16 kernel: compute in f32 (as PyTorch accumulates bf16 products) and round once.
+            let r = batched_matmul(&a.to_dtype(DType::F32)?, &b.to_dtype(DType::F32)?)?;
+            let v: Vec<half::bf16> = super::to_vec(&r)?;
+            Tensor::from_vec(v, &out_shape)
+        }
+        d if d.is_int() => integer(a, b, m, k, n, &out_shape, d),
+        d => Err(Error::dtype(op, format!("\"addmm_impl_cpu_\" not implemented for '{}'", d.name()))),
+    }
+}
+
+/// Runs the `gemm` crate on each batch, reading the operands in place.
+fn native<T: Element>(a: &Tensor, b: &Tensor, m: usize, k: usize, n: usize, out_shape: &[usize]) -> Result<Tensor> {
+    let (oa, ob) = (operand(a), operand(b));
+    let batch = oa.offsets.len();
+    let mut out = vec![T::default(); batch * m * n];
+    let ga = a.storage().read();
+    // One read guard when both operands share storage (`x @ x.mT`).
+    let gb = if a.shares_storage(b) { None } else { Some(b.storage().read()) };
+    let sa: &[T] = slice_of(&ga)?;
+    let sb: &[T] = match &gb {
+        Some(g) => slice_of(g)?,
+        None => sa,
+    };
+    let (pa, pb) = (sa.as_ptr() as usize, sb.as_ptr() as usize);
+    let run = |dst: &mut [T], i: usize, par: gemm::Parallelism| {
+        // SAFETY: the layouts lie within their storages (checked when the views were made), the
+        // destination is a fresh m×n row-major block, and T is one of gemm's supported types.
+        unsafe {
+            gemm::gemm(
+                m,
+                n,
+                k,
+                dst.as_mut_ptr(),
+                1,
+                n as isize,
+                false,
+                (pa as *const T).add(oa.offsets[i]),
+                oa.cs,
+                oa.rs,
+                (pb as *const T).add(ob.offsets[i]),
+                ob.cs,
+                ob.rs,
+                T::default(),
+                T::from_f64(1.0),
+                false,
+                false,
+                false,
+                par,
+            )
+        }
+    };
+    if batch == 1 || m * n * k >= SMALL_GEMM {
+        let threads = rayon::current_num_threads();
+        for (i, dst) in out.chunks_mut(m * n).enumerate() {
+            run(dst, i, gemm::Parallelism::Rayon(threads));
+        }
+    } else {
+        out.par_chunks_mut(m * n).enumerate().for_each(|(i, dst)| run(dst, i, gemm::Parallelism::None));
+    }
+    drop(gb);
+    drop(ga);
+    Tensor::from_vec(out, out_shape)
+}
+
+fn slice_of<T: Element>(s: &Storage) -> Result<&[T]> {
+    match s {
+        Storage::Cpu(c) => T::slice(c).ok_or_else(|| Error::dtype("matmul", "storage dtype mismatch")),
+        Storage::Cuda(c) => match *c {},
+    }
+}
+
+/// Integer products in i64 with wrapping (as PyTorch's integer kernels), cast back to `dt`.
+fn integer(a: &Tensor, b: &Tensor, m: usize, k: usize, n: usize, out_shape: &[usize], dt: DType) -> Result<Tensor> {
+    let av: Vec<i64> = super::to_vec(a)?;
+    let bv: Vec<i64> = super::to_vec(b)?;
+    let batch = av.len() / (m * k);
+    let mut out = vec![0i64; batch * m * n];
+    let row = |(r, dst): (usize, &mut [i64])| {
+        let (bi, i) = (r / m, r % m);
+        let arow = &av[bi * m * k + i * k..bi * m * k + (i + 1) * k];
+        let bm = &bv[bi * k * n..(bi + 1) * k * n];
+        for (p, &x) in arow.iter().enumerate() {
+            if x == 0 {
+                continue;
+            }
+            for (d, &y) in dst.iter_mut().zip(&bm[p * n..(p + 1) * n]) {
+                *d = d.wrapping_add(x.wrapping_mul(y));
+            }
+        }
+    };
+    if batch * m * n * k >= SMALL_GEMM {
+        out.par_chunks_mut(n).enumerate().for_each(row);
+    } else {
+        out.chunks_mut(n).enumerate().for_each(row);
+    }
+    crate::with_dtype!(dt, T, { Tensor::from_vec(out.into_iter().map(T::from_i64).collect::<Vec<T>>(), out_shape) })
+}

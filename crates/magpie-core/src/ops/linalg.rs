@@ -1,1 +1,0 @@
-//! `torch.linalg`: decompositions, solves, inverses, norms, determinants.

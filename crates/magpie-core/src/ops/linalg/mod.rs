@@ -1,0 +1,1 @@
+//! `torch.linalg`: decompositions, solves, inverses, norms, determinants (dense kernels in f64).

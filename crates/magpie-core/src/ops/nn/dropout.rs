@@ -1,0 +1,78 @@
+//! Dropout family: identity when not training or `p == 0`; otherwise a random mask (per element,
+//! or per channel for the 2d/3d and feature variants), applied by multiplication so the gradient
+//! is the same mask.
+
+use crate::tensor::Tensor;
+use crate::{Error, Result};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+static SEED: AtomicU64 = AtomicU64::new(0x9E37_79B9_7F4A_7C15);
+
+/// `n` uniform numbers in [0, 1) from a splitmix64 stream (a stand-in until the shared RNG exists).
+fn uniform(n: usize) -> Vec<f64> {
+    let mut s = SEED.fetch_add(0x9E37_79B9_7F4A_7C15u64.wrapping_mul(n as u64 | 1), Ordering::Relaxed);
+    (0..n)
+        .map(|_| {
+            s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = s;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^= z >> 31;
+            (z >> 11) as f64 / (1u64 << 53) as f64
+        })
+        .collect()
+}
+
+/// The shape a mask is drawn in: the whole tensor, or `[N, C, 1, ...]` for feature dropout.
+fn mask_shape(x: &Tensor, feature: bool) -> Vec<usize> {
+    if !feature || x.ndim() < 2 {
+        return x.shape().to_vec();
+    }
+    let mut s = x.shape()[..2].to_vec();
+    s.extend(std::iter::repeat_n(1, x.ndim() - 2));
+    s
+}
+
+fn check_p(op: &str, p: f64) -> Result<()> {
+    if !(0.0..=1.0).contains(&p) {
+        return Err(Error::value(op, format!("dropout probability has to be between 0 and 1, but got {p}")));
+    }
+    Ok(())
+}
+
+/// `dropout(input, p, training)` and the channel-wise `dropout1d/2d/3d` (`feature` true).
+pub fn dropout(x: &Tensor, p: f64, training: bool, feature: bool) -> Result<Tensor> {
+    check_p("dropout", p)?;
+    if !training || p == 0.0 {
+        return Ok(x.clone());
+    }
+    if p == 1.0 {
+        return x.mul(&x.zeros_like()?);
+    }
+    let ms = mask_shape(x, feature);
+    let keep: Vec<f64> = uniform(crate::shape::numel(&ms)).iter().map(|&u| if u >= p { 1.0 / (1.0 - p) } else { 0.0 }).collect();
+    let m = Tensor::from_vec(keep, &ms)?.to_dtype(x.dtype())?;
+    x.mul(&m)
+}
+
+/// `alpha_dropout` / `feature_alpha_dropout(input, p, training)`: keeps SELU's mean and variance.
+pub fn alpha_dropout(x: &Tensor, p: f64, training: bool, feature: bool) -> Result<Tensor> {
+    check_p("alpha_dropout", p)?;
+    if !training || p == 0.0 {
+        return Ok(x.clone());
+    }
+    if p == 1.0 {
+        return x.mul(&x.zeros_like()?);
+    }
+    let alpha = 1.7580993408473766;
+    let a = 1.0 / ((alpha * alpha * p + 1.0) * (1.0 - p)).sqrt();
+    let b_drop = alpha * a; // value of a dropped element: a * (-alpha' ...) with alpha' = -alpha
+    let ms = mask_shape(x, feature);
+    let u = uniform(crate::shape::numel(&ms));
+    let keep: Vec<f64> = u.iter().map(|&v| if v >= p { 1.0 } else { 0.0 }).collect();
+    let km = Tensor::from_vec(keep, &ms)?.to_dtype(x.dtype())?;
+    // out = keep ? a*x + c : a*(-alpha) + c, with c = alpha * a * p; written as x*(a*keep) + b
+    let c = b_drop * p;
+    let bias = km.neg()?.add_scalar(1.0)?.mul_scalar(-alpha * a)?.add_scalar(c)?;
+    x.mul(&km.mul_scalar(a)?)?.add(&bias)
+}

@@ -1,0 +1,147 @@
+//! Splitting a tensor into views: `split`, `split_with_sizes`, `chunk`, `tensor_split`,
+//! `hsplit`/`vsplit`/`dsplit`, `unbind`. Each piece is a `narrow` view, so gradients flow back
+//! through the views.
+
+use crate::shape::wrap_dim;
+use crate::tensor::Tensor;
+use crate::{Error, Result};
+
+/// `indices_or_sections` of `tensor_split` / `hsplit`: a number of sections or split indices.
+#[derive(Clone, Debug)]
+pub enum Sections {
+    Count(i64),
+    Indices(Vec<i64>),
+}
+
+impl Tensor {
+    fn dim_size(&self, op: &str, dim: i64) -> Result<(usize, usize)> {
+        if self.ndim() == 0 {
+            return Err(Error::shape(op, format!("{op} expects at least a 1-dimensional tensor")));
+        }
+        let d = wrap_dim(op, dim, self.ndim())?;
+        Ok((d, self.shape()[d]))
+    }
+    /// `torch.split(x, split_size, dim)`: pieces of `split_size` (the last may be smaller).
+    pub fn split(&self, split_size: i64, dim: i64) -> Result<Vec<Tensor>> {
+        let op = "split";
+        let (d, n) = self.dim_size(op, dim)?;
+        if split_size < 0 {
+            return Err(Error::value(op, format!("split expects split_size be non-negative, but got split_size={split_size}")));
+        }
+        let s = split_size as usize;
+        if s == 0 && n != 0 {
+            return Err(Error::value(op, format!("split_size can only be 0 if dimension size is 0, but got dimension size of {n}")));
+        }
+        let count = if s == 0 { 1 } else { n.div_ceil(s).max(1) };
+        (0..count)
+            .map(|i| {
+                let start = i * s;
+                let len = s.min(n - start.min(n));
+                self.narrow(d as i64, start as i64, len as i64)
+            })
+            .collect()
+    }
+    /// `torch.split_with_sizes(x, sizes, dim)`: pieces of the given sizes, which must sum to the dim's size.
+    pub fn split_with_sizes(&self, sizes: &[i64], dim: i64) -> Result<Vec<Tensor>> {
+        let op = "split_with_sizes";
+        let (d, n) = self.dim_size(op, dim)?;
+        if sizes.iter().any(|&s| s < 0) || sizes.iter().sum::<i64>() != n as i64 {
+            return Err(Error::value(
+                op,
+                format!("split_with_sizes expects split_sizes to sum exactly to {n} (input tensor's size at dimension {d}), but got split_sizes={sizes:?}"),
+            ));
+        }
+        let mut off = 0i64;
+        sizes
+            .iter()
+            .map(|&s| {
+                off += s;
+                self.narrow(d as i64, off - s, s)
+            })
+            .collect()
+    }
+    /// `torch.chunk(x, chunks, dim)`: at most `chunks` pieces of equal size (the last may be smaller).
+    pub fn chunk(&self, chunks: i64, dim: i64) -> Result<Vec<Tensor>> {
+        let op = "chunk";
+        let (_, n) = self.dim_size(op, dim)?;
+        if chunks <= 0 {
+            return Err(Error::value(op, format!("chunk expects `chunks` to be greater than 0, got: {chunks}")));
+        }
+        let size = n.div_ceil(chunks as usize);
+        if size == 0 && n == 0 {
+            return self.split_with_sizes(&vec![0; chunks as usize], dim);
+        }
+        self.split(size as i64, dim)
+    }
+    /// `torch.tensor_split(x, sections_or_indices, dim)`: NumPy's `array_split`.
+    pub fn tensor_split(&self, sections: &Sections, dim: i64) -> Result<Vec<Tensor>> {
+        let op = "tensor_split";
+        let (d, n) = self.dim_size(op, dim)?;
+        match sections {
+            Sections::Count(s) => {
+                if *s <= 0 {
+                    return Err(Error::value(op, format!("number of sections must be larger than 0, got {s}")));
+                }
+                let s = *s as usize;
+                let (base, extra) = (n / s, n % s);
+                let mut off = 0usize;
+                (0..s)
+                    .map(|i| {
+                        let len = base + usize::from(i < extra);
+                        off += len;
+                        self.narrow(d as i64, (off - len) as i64, len as i64)
+                    })
+                    .collect()
+            }
+            Sections::Indices(idx) => {
+                let mut out = Vec::with_capacity(idx.len() + 1);
+                let mut start = 0i64;
+                for &i in idx {
+                    out.push(self.slice(d as i64, Some(start), Some(i), 1)?);
+                    start = i;
+                }
+                out.push(self.slice(d as i64, Some(start), None, 1)?);
+                Ok(out)
+            }
+        }
+    }
+    fn hvd_split(&self, op: &str, min_dims: usize, dim: usize, sections: &Sections) -> Result<Vec<Tensor>> {
+        if self.ndim() < min_dims {
+            return Err(Error::shape(
+                op,
+                format!("torch.{op} requires a tensor with at least {min_dims} dimension, but got a tensor with {} dimensions!", self.ndim()),
+            ));
+        }
+        if let Sections::Count(s) = sections {
+            let n = self.shape()[dim] as i64;
+            if *s == 0 || n % s != 0 {
+                return Err(Error::value(
+                    op,
+                    format!("torch.{op} attempted to split along dimension {dim}, but the size of the dimension {n} is not divisible by the split_size {s}!"),
+                ));
+            }
+        }
+        self.tensor_split(sections, dim as i64)
+    }
+    /// `torch.hsplit(x, sections)`: split along dim 1 (dim 0 for 1-d tensors).
+    pub fn hsplit(&self, sections: &Sections) -> Result<Vec<Tensor>> {
+        let dim = if self.ndim() == 1 { 0 } else { 1 };
+        self.hvd_split("hsplit", 1, dim, sections)
+    }
+    /// `torch.vsplit(x, sections)`: split along dim 0.
+    pub fn vsplit(&self, sections: &Sections) -> Result<Vec<Tensor>> {
+        self.hvd_split("vsplit", 2, 0, sections)
+    }
+    /// `torch.dsplit(x, sections)`: split along dim 2.
+    pub fn dsplit(&self, sections: &Sections) -> Result<Vec<Tensor>> {
+        self.hvd_split("dsplit", 3, 2, sections)
+    }
+    /// `torch.unbind(x, dim)`: the slices along `dim`, each without that dim.
+    pub fn unbind(&self, dim: i64) -> Result<Vec<Tensor>> {
+        if self.ndim() == 0 {
+            return Err(Error::index("unbind", "Dimension specified as 0 but tensor has no dimensions"));
+        }
+        let d = wrap_dim("unbind", dim, self.ndim())?;
+        (0..self.shape()[d]).map(|i| self.select(d as i64, i as i64)).collect()
+    }
+}

@@ -1,1 +1,0 @@
-//! `torch.special` functions (gamma family, Bessel functions, error functions, orthogonal polynomials).

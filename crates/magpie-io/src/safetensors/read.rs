@@ -1,0 +1,189 @@
+//! The validating reader. Checks, in order: the length prefix, the header's size and JSON,
+//! each entry (known dtype, shape, offsets, byte size without overflow), duplicate names, and
+//! that the entries tile the data area exactly (no gap, overlap or trailing bytes).
+
+use super::dtype;
+use magpie_core::{DType, Error, Result, Tensor};
+use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
+use serde_json::Value as Json;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path;
+
+/// A loaded file: tensors in file order and the optional `__metadata__` strings.
+#[derive(Debug)]
+pub struct Loaded {
+    pub tensors: Vec<(String, Tensor)>,
+    pub metadata: BTreeMap<String, String>,
+}
+
+impl Loaded {
+    /// The tensor named `name`.
+    pub fn get(&self, name: &str) -> Option<&Tensor> {
+        self.tensors.iter().find(|(n, _)| n == name).map(|(_, t)| t)
+    }
+}
+
+/// The largest header we accept (the Python package's limit).
+const MAX_HEADER: u64 = 100 * 1024 * 1024;
+
+fn err(msg: impl Into<String>) -> Error {
+    Error::io("safetensors", msg)
+}
+
+/// A JSON object read with its keys in order, duplicates kept (so they can be rejected).
+struct Entries(Vec<(String, Json)>);
+
+impl<'de> Deserialize<'de> for Entries {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Entries;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                write!(f, "a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> std::result::Result<Entries, A::Error> {
+                let mut v = Vec::new();
+                while let Some((k, val)) = m.next_entry::<String, Json>()? {
+                    v.push((k, val));
+                }
+                Ok(Entries(v))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+struct Entry {
+    name: String,
+    dtype: DType,
+    shape: Vec<usize>,
+    begin: usize,
+    end: usize,
+}
+
+fn parse_entry(name: &str, v: &Json) -> Result<Entry> {
+    let o = v.as_object().ok_or_else(|| err(format!("entry '{name}' is not an object")))?;
+    for k in o.keys() {
+        if !matches!(k.as_str(), "dtype" | "shape" | "data_offsets") {
+            return Err(err(format!("entry '{name}' has an unknown field '{k}'")));
+        }
+    }
+    let dt = o.get("dtype").and_then(|d| d.as_str()).ok_or_else(|| err(format!("entry '{name}' has no dtype")))?;
+    let dtype = dtype::parse(dt).map_err(|e| err(format!("entry '{name}': {}", e.to_string().trim_start_matches("[safetensors] "))))?;
+    let shape = o
+        .get("shape")
+        .and_then(|s| s.as_array())
+        .ok_or_else(|| err(format!("entry '{name}' has no shape list")))?
+        .iter()
+        .map(|x| x.as_u64().and_then(|u| usize::try_from(u).ok()))
+        .collect::<Option<Vec<usize>>>()
+        .ok_or_else(|| err(format!("entry '{name}' has a shape that is not a list of non-negative integers")))?;
+    let offs = o
+        .get("data_offsets")
+        .and_then(|s| s.as_array())
+        .filter(|a| a.len() == 2)
+        .ok_or_else(|| err(format!("entry '{name}' needs data_offsets [begin, end]")))?;
+    let off = |i: usize| offs[i].as_u64().and_then(|u| usize::try_from(u).ok());
+    let (begin, end) = match (off(0), off(1)) {
+        (Some(b), Some(e)) => (b, e),
+        _ => return Err(err(format!("entry '{name}' has data_offsets that are not non-negative integers"))),
+    };
+    if begin > end {
+        return Err(err(format!("entry '{name}' has data_offsets [{begin}, {end}] with begin after end")));
+    }
+    let nbytes = shape
+        .iter()
+        .try_fold(dtype.size(), |acc, &s| acc.checked_mul(s))
+        .ok_or_else(|| err(format!("entry '{name}': shape {shape:?} overflows the size computation")))?;
+    if nbytes != end - begin {
+        return Err(err(format!(
+            "entry '{name}': shape {shape:?} of {} needs {nbytes} bytes but data_offsets span {}",
+            dtype.name(),
+            end - begin
+        )));
+    }
+    Ok(Entry { name: name.to_string(), dtype, shape, begin, end })
+}
+
+/// Parses a whole safetensors buffer.
+pub fn deserialize(bytes: &[u8]) -> Result<Loaded> {
+    if bytes.len() < 8 {
+        return Err(err(format!("file is {} bytes, too short for the 8-byte header length", bytes.len())));
+    }
+    let mut n = [0u8; 8];
+    n.copy_from_slice(&bytes[..8]);
+    let hlen = u64::from_le_bytes(n);
+    if hlen > MAX_HEADER {
+        return Err(err(format!("header length {hlen} is larger than the {MAX_HEADER}-byte limit")));
+    }
+    let hlen = hlen as usize;
+    if 8 + hlen > bytes.len() {
+        return Err(err(format!("header length {hlen} goes past the end of the file ({} bytes)", bytes.len())));
+    }
+    let header = std::str::from_utf8(&bytes[8..8 + hlen]).map_err(|_| err("header is not valid UTF-8"))?;
+    let Entries(entries) =
+        serde_json::from_str::<Entries>(header).map_err(|e| err(format!("header is not a JSON object: {e}")))?;
+    let data = &bytes[8 + hlen..];
+    let mut metadata = BTreeMap::new();
+    let mut list: Vec<Entry> = Vec::with_capacity(entries.len());
+    let mut names = std::collections::HashSet::new();
+    for (k, v) in &entries {
+        if !names.insert(k.as_str()) {
+            return Err(err(format!("duplicate tensor name '{k}'")));
+        }
+        if k == "__metadata__" {
+            let o = v.as_object().ok_or_else(|| err("__metadata__ is not an object"))?;
+            for (mk, mv) in o {
+                let s = mv.as_str().ok_or_else(|| err(format!("__metadata__ value of '{mk}' is not a string")))?;
+                metadata.insert(mk.clone(), s.to_string());
+            }
+            continue;
+        }
+        list.push(parse_entry(k, v)?);
+    }
+    // the entries must tile the data area exactly
+    let mut order: Vec<&Entry> = list.iter().collect();
+    order.sort_by_key(|e| (e.begin, e.end));
+    let mut pos = 0usize;
+    for e in &order {
+        if e.begin != pos {
+            return Err(err(if e.begin < pos {
+                format!("entry '{}' at bytes [{}, {}] overlaps the previous entry (which ends at {pos})", e.name, e.begin, e.end)
+            } else {
+                format!("gap before entry '{}': bytes [{pos}, {}] belong to no tensor", e.name, e.begin)
+            }));
+        }
+        pos = e.end;
+    }
+    if pos != data.len() {
+        return Err(err(if pos > data.len() {
+            format!("the entries need {pos} data bytes but the file has {} (truncated?)", data.len())
+        } else {
+            format!("{} trailing bytes after the last tensor", data.len() - pos)
+        }));
+    }
+    let tensors = list
+        .into_iter()
+        .map(|e| {
+            let t = dtype::decode(e.dtype, &data[e.begin..e.end], &e.shape)
+                .map_err(|x| err(format!("entry '{}': {}", e.name, x)))?;
+            Ok((e.name, t))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Loaded { tensors, metadata })
+}
+
+/// Loads a safetensors file (memory-mapped while parsing; the tensors own copies of their data).
+pub fn load(path: impl AsRef<Path>) -> Result<Loaded> {
+    let path = path.as_ref();
+    let f = std::fs::File::open(path).map_err(|e| Error::io("load", format!("cannot open {}: {e}", path.display())))?;
+    let len = f.metadata().map_err(|e| Error::io("load", format!("cannot stat {}: {e}", path.display())))?.len();
+    if len == 0 {
+        return deserialize(&[]).map_err(|e| Error::io("load", format!("{}: {e}", path.display())));
+    }
+    // SAFETY: the map is read-only and dropped before returning; a concurrent writer could change
+    // bytes under us, which the parser treats as any other (validated) input.
+    let map = unsafe { memmap2::Mmap::map(&f) }.map_err(|e| Error::io("load", format!("cannot map {}: {e}", path.display())))?;
+    deserialize(&map).map_err(|e| Error::io("load", format!("{}: {e}", path.display())))
+}

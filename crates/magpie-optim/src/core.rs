@@ -1,0 +1,284 @@
+//! What every optimizer shares: parameter groups with named hyperparameters, per-parameter
+//! state, the `Optimizer` trait (step, zero_grad, lr access for schedulers, state dicts), and
+//! the driver that runs a per-element update over each parameter's data.
+
+use magpie_core::{DType, Element, Error, Result, Tensor};
+use num_traits::Float;
+use std::collections::{BTreeMap, HashMap};
+
+/// Hyperparameters of a group by PyTorch's names (`lr`, `momentum`, `beta1`, ...); flags are 0 or 1.
+pub type Hyper = BTreeMap<String, f64>;
+
+/// A parameter group: its tensors and hyperparameters (`optimizer.param_groups[i]`).
+#[derive(Clone, Debug)]
+pub struct ParamGroup {
+    pub params: Vec<Tensor>,
+    pub hyper: Hyper,
+}
+
+impl ParamGroup {
+    /// A hyperparameter's value (0 when absent).
+    pub fn get(&self, k: &str) -> f64 {
+        self.hyper.get(k).copied().unwrap_or(0.0)
+    }
+    /// A flag hyperparameter.
+    pub fn flag(&self, k: &str) -> bool {
+        self.get(k) != 0.0
+    }
+}
+
+/// Per-parameter state: the step count, named scalars and named buffers (shaped like the parameter).
+#[derive(Clone, Debug, Default)]
+pub struct ParamState {
+    pub step: f64,
+    pub scalars: BTreeMap<String, f64>,
+    pub bufs: BTreeMap<String, Buf>,
+}
+
+/// A state buffer, in the parameter's compute precision.
+#[derive(Clone, Debug)]
+pub enum Buf {
+    F32(Vec<f32>),
+    F64(Vec<f64>),
+}
+
+/// The element types optimizers compute in (a parameter's own type; f32 for f16/bf16 would go here).
+pub trait OptFloat: Float + Element + std::fmt::Debug {
+    fn buf(b: &mut Buf) -> Option<&mut Vec<Self>>;
+    fn wrap(v: Vec<Self>) -> Buf;
+    fn c(x: f64) -> Self {
+        <Self as num_traits::NumCast>::from(x).unwrap_or_else(Self::nan)
+    }
+}
+impl OptFloat for f32 {
+    fn buf(b: &mut Buf) -> Option<&mut Vec<f32>> {
+        if let Buf::F32(v) = b { Some(v) } else { None }
+    }
+    fn wrap(v: Vec<f32>) -> Buf {
+        Buf::F32(v)
+    }
+}
+impl OptFloat for f64 {
+    fn buf(b: &mut Buf) -> Option<&mut Vec<f64>> {
+        if let Buf::F64(v) = b { Some(v) } else { None }
+    }
+    fn wrap(v: Vec<f64>) -> Buf {
+        Buf::F64(v)
+    }
+}
+
+/// The groups and state every optimizer keeps; optimizers differ only in their update rule.
+#[derive(Clone, Debug, Default)]
+pub struct OptimizerState {
+    pub groups: Vec<ParamGroup>,
+    /// Keyed by the parameter's tensor id.
+    pub state: HashMap<usize, ParamState>,
+    /// Defaults for groups added later.
+    pub defaults: Hyper,
+}
+
+impl OptimizerState {
+    /// One group of `params` with `defaults`; checks that every parameter is a floating leaf.
+    pub fn new(name: &str, params: Vec<Tensor>, defaults: Hyper) -> Result<Self> {
+        let mut s = OptimizerState { groups: Vec::new(), state: HashMap::new(), defaults };
+        s.add_group(name, params, Hyper::new())?;
+        Ok(s)
+    }
+    /// `optimizer.add_param_group`: `overrides` replace the defaults for this group.
+    pub fn add_group(&mut self, name: &str, params: Vec<Tensor>, overrides: Hyper) -> Result<()> {
+        for p in &params {
+            if !p.dtype().is_float() {
+                return Err(Error::dtype(name, format!("can only optimize floating point Tensors, got {}", p.dtype())));
+            }
+            if !p.is_leaf() {
+                return Err(Error::value(name, "can't optimize a non-leaf Tensor"));
+            }
+            if self.groups.iter().any(|g| g.params.iter().any(|q| q.is_same(p))) {
+                return Err(Error::value(name, "some parameters appear in more than one parameter group"));
+            }
+        }
+        let mut hyper = self.defaults.clone();
+        hyper.extend(overrides);
+        if hyper.get("lr").is_some_and(|&lr| lr < 0.0) {
+            return Err(Error::value(name, format!("Invalid learning rate: {}", hyper["lr"])));
+        }
+        self.groups.push(ParamGroup { params, hyper });
+        Ok(())
+    }
+}
+
+/// The optimizer interface (`torch.optim.Optimizer`).
+pub trait Optimizer {
+    /// The groups and state.
+    fn state(&self) -> &OptimizerState;
+    /// Mutable groups and state.
+    fn state_mut(&mut self) -> &mut OptimizerState;
+    /// One update of every parameter that has a gradient.
+    fn step(&mut self) -> Result<()>;
+
+    /// `optimizer.zero_grad()` (set_to_none=True, PyTorch's default).
+    fn zero_grad(&mut self) {
+        for g in &self.state().groups {
+            for p in &g.params {
+                p.set_grad(None);
+            }
+        }
+    }
+    /// Number of parameter groups.
+    fn num_groups(&self) -> usize {
+        self.state().groups.len()
+    }
+    /// The learning rate of group `i`.
+    fn lr(&self, i: usize) -> f64 {
+        self.state().groups.get(i).map_or(0.0, |g| g.get("lr"))
+    }
+    /// Sets the learning rate of group `i` (what schedulers do).
+    fn set_lr(&mut self, i: usize, lr: f64) {
+        self.set_hyper(i, "lr", lr);
+    }
+    /// Any hyperparameter of group `i`.
+    fn hyper(&self, i: usize, k: &str) -> Option<f64> {
+        self.state().groups.get(i).and_then(|g| g.hyper.get(k).copied())
+    }
+    /// Sets a hyperparameter of group `i`.
+    fn set_hyper(&mut self, i: usize, k: &str, v: f64) {
+        if let Some(g) = self.state_mut().groups.get_mut(i) {
+            g.hyper.insert(k.to_string(), v);
+        }
+    }
+    /// Every parameter, in group order.
+    fn params(&self) -> Vec<Tensor> {
+        self.state().groups.iter().flat_map(|g| g.params.iter().cloned()).collect()
+    }
+    /// `optimizer.state_dict()` as named tensors plus a JSON string of the groups and scalars,
+    /// ready to store in a safetensors file (parameters are referred to by index, as in PyTorch).
+    fn state_dict(&self) -> Result<(Vec<(String, Tensor)>, String)> {
+        let st = self.state();
+        let mut tensors = Vec::new();
+        let mut groups = Vec::new();
+        let mut scalars = serde_json::Map::new();
+        let mut idx = 0usize;
+        for g in &st.groups {
+            let mut ids = Vec::new();
+            for p in &g.params {
+                ids.push(idx);
+                if let Some(ps) = st.state.get(&p.id()) {
+                    let mut sc = ps.scalars.clone();
+                    sc.insert("step".into(), ps.step);
+                    scalars.insert(idx.to_string(), serde_json::json!(sc));
+                    for (k, b) in &ps.bufs {
+                        let t = match b {
+                            Buf::F32(v) => Tensor::from_vec(v.clone(), p.shape())?,
+                            Buf::F64(v) => Tensor::from_vec(v.clone(), p.shape())?,
+                        };
+                        tensors.push((format!("state.{idx}.{k}"), t));
+                    }
+                }
+                idx += 1;
+            }
+            groups.push(serde_json::json!({ "hyper": g.hyper, "params": ids }));
+        }
+        let json = serde_json::json!({ "param_groups": groups, "state": scalars });
+        Ok((tensors, json.to_string()))
+    }
+    /// `optimizer.load_state_dict(...)` from [`Optimizer::state_dict`]'s output. The parameter
+    /// layout (groups and shapes) must match this optimizer's.
+    fn load_state_dict(&mut self, tensors: &[(String, Tensor)], json: &str) -> Result<()> {
+        let bad = |m: &str| Error::value("load_state_dict", format!("malformed optimizer state: {m}"));
+        let v: serde_json::Value = serde_json::from_str(json).map_err(|e| bad(&e.to_string()))?;
+        let groups = v["param_groups"].as_array().ok_or_else(|| bad("no param_groups"))?;
+        let st = self.state_mut();
+        if groups.len() != st.groups.len() {
+            return Err(Error::value("load_state_dict", format!("loaded state dict has {} parameter groups, optimizer has {}", groups.len(), st.groups.len())));
+        }
+        let mut idx = 0usize;
+        let mut new_state = HashMap::new();
+        let mut new_hyper = Vec::new();
+        for (g, jg) in st.groups.iter().zip(groups) {
+            let hyper: Hyper = serde_json::from_value(jg["hyper"].clone()).map_err(|e| bad(&e.to_string()))?;
+            let n = jg["params"].as_array().ok_or_else(|| bad("group without params"))?.len();
+            if n != g.params.len() {
+                return Err(Error::value("load_state_dict", "loaded state dict contains a parameter group that doesn't match the size of optimizer's group"));
+            }
+            new_hyper.push(hyper);
+            for p in &g.params {
+                if let Some(sc) = v["state"].get(idx.to_string()) {
+                    let sc: BTreeMap<String, f64> = serde_json::from_value(sc.clone()).map_err(|e| bad(&e.to_string()))?;
+                    let mut ps = ParamState { step: sc.get("step").copied().unwrap_or(0.0), ..Default::default() };
+                    ps.scalars = sc.into_iter().filter(|(k, _)| k != "step").collect();
+                    let prefix = format!("state.{idx}.");
+                    for (name, t) in tensors {
+                        if let Some(k) = name.strip_prefix(&prefix) {
+                            if t.shape() != p.shape() {
+                                return Err(Error::shape("load_state_dict", format!("state '{name}' has shape {:?}, parameter has {:?}", t.shape(), p.shape())));
+                            }
+                            let b = match p.dtype() {
+                                DType::F64 => Buf::F64(t.to_vec()?),
+                                _ => Buf::F32(t.to_vec()?),
+                            };
+                            ps.bufs.insert(k.to_string(), b);
+                        }
+                    }
+                    new_state.insert(p.id(), ps);
+                }
+                idx += 1;
+            }
+        }
+        for (g, h) in st.groups.iter_mut().zip(new_hyper) {
+            g.hyper = h;
+        }
+        st.state = new_state;
+        Ok(())
+    }
+}
+
+/// Runs `update(hyper, state, param, grad)` for each parameter of each group that has a
+/// gradient, on the parameter's data in place, in the parameter's precision.
+pub(crate) fn for_each_param(
+    name: &str,
+    st: &mut OptimizerState,
+    mut update: impl FnMut(&ParamGroup, &mut ParamState, Elem<'_>) -> Result<()>,
+) -> Result<()> {
+    let _ng = magpie_core::autograd::no_grad();
+    for gi in 0..st.groups.len() {
+        let group = st.groups[gi].clone();
+        for p in &group.params {
+            let Some(g) = p.grad() else { continue };
+            let ps = st.state.entry(p.id()).or_default();
+            match p.dtype() {
+                DType::F32 => {
+                    let gv: Vec<f32> = g.to_vec()?;
+                    magpie_core::backend::cpu::write(p, |pv: &mut [f32]| update(&group, ps, Elem::F32(pv, &gv)))??;
+                }
+                DType::F64 => {
+                    let gv: Vec<f64> = g.to_vec()?;
+                    magpie_core::backend::cpu::write(p, |pv: &mut [f64]| update(&group, ps, Elem::F64(pv, &gv)))??;
+                }
+                d => return Err(Error::unsupported(name, format!("parameters of dtype {d} (f32 and f64 only so far)"))),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A parameter's data and its gradient in one precision.
+pub(crate) enum Elem<'a> {
+    F32(&'a mut [f32], &'a [f32]),
+    F64(&'a mut [f64], &'a [f64]),
+}
+
+/// Takes the named buffer out of a state (created filled with `init` on first use, length `n`);
+/// give it back with [`put`] after the update.
+pub(crate) fn take<T: OptFloat>(ps: &mut ParamState, k: &str, n: usize, init: T) -> Result<Vec<T>> {
+    let mut b = ps.bufs.remove(k).unwrap_or_else(|| T::wrap(vec![init; n]));
+    let v = T::buf(&mut b).ok_or_else(|| Error::dtype("optimizer", format!("state '{k}' has another dtype than its parameter")))?;
+    if v.len() != n {
+        return Err(Error::shape("optimizer", format!("state '{k}' has {} elements, parameter has {n}", v.len())));
+    }
+    Ok(std::mem::take(v))
+}
+
+/// Puts a buffer back into a state.
+pub(crate) fn put<T: OptFloat>(ps: &mut ParamState, k: &str, v: Vec<T>) {
+    ps.bufs.insert(k.to_string(), T::wrap(v));
+}

@@ -1,0 +1,108 @@
+//! `torch.optim.Adam` and `torch.optim.AdamW` (decoupled weight decay), with AMSGrad.
+
+use super::{b, check, hyper, optimizer};
+use crate::core::{put, take, Hyper, OptFloat, ParamGroup, ParamState};
+use magpie_core::Result;
+
+/// Adam's and AdamW's keyword arguments (`AdamConfig::default()` is Adam's defaults;
+/// `AdamConfig::adamw()` is AdamW's, with weight_decay 1e-2).
+#[derive(Clone, Debug)]
+pub struct AdamConfig {
+    pub lr: f64,
+    pub betas: (f64, f64),
+    pub eps: f64,
+    pub weight_decay: f64,
+    pub amsgrad: bool,
+    pub maximize: bool,
+}
+
+impl Default for AdamConfig {
+    fn default() -> Self {
+        AdamConfig { lr: 1e-3, betas: (0.9, 0.999), eps: 1e-8, weight_decay: 0.0, amsgrad: false, maximize: false }
+    }
+}
+
+impl AdamConfig {
+    /// AdamW's defaults.
+    pub fn adamw() -> Self {
+        AdamConfig { weight_decay: 1e-2, ..Default::default() }
+    }
+    fn validate(&self) -> Result<()> {
+        check(self.lr >= 0.0, "Adam", format!("Invalid learning rate: {}", self.lr))?;
+        check(self.eps >= 0.0, "Adam", format!("Invalid epsilon value: {}", self.eps))?;
+        check((0.0..1.0).contains(&self.betas.0), "Adam", format!("Invalid beta parameter at index 0: {}", self.betas.0))?;
+        check((0.0..1.0).contains(&self.betas.1), "Adam", format!("Invalid beta parameter at index 1: {}", self.betas.1))?;
+        check(self.weight_decay >= 0.0, "Adam", format!("Invalid weight_decay value: {}", self.weight_decay))
+    }
+    fn hyper(&self) -> Hyper {
+        hyper(&[
+            ("lr", self.lr),
+            ("beta1", self.betas.0),
+            ("beta2", self.betas.1),
+            ("eps", self.eps),
+            ("weight_decay", self.weight_decay),
+            ("amsgrad", b(self.amsgrad)),
+            ("maximize", b(self.maximize)),
+        ])
+    }
+}
+
+/// One Adam step; `decoupled` is AdamW (decay the weights by `lr * wd` before the update).
+fn adam_update<T: OptFloat>(g: &ParamGroup, ps: &mut ParamState, p: &mut [T], grad: &[T], decoupled: bool) -> Result<()> {
+    let c = T::c;
+    let (lr, b1, b2, eps, wd) = (g.get("lr"), g.get("beta1"), g.get("beta2"), c(g.get("eps")), g.get("weight_decay"));
+    let (amsgrad, maximize) = (g.flag("amsgrad"), g.flag("maximize"));
+    let n = p.len();
+    let mut m = take(ps, "exp_avg", n, T::zero())?;
+    let mut v = take(ps, "exp_avg_sq", n, T::zero())?;
+    let mut vmax = if amsgrad { take(ps, "max_exp_avg_sq", n, T::zero())? } else { Vec::new() };
+    ps.step += 1.0;
+    let step = ps.step;
+    let bc1 = 1.0 - b1.powf(step);
+    let bc2 = 1.0 - b2.powf(step);
+    let step_size = c(lr / bc1);
+    let bc2_sqrt = c(bc2.sqrt());
+    let (w1, tb2, w2) = (c(1.0 - b1), c(b2), c(1.0 - b2));
+    let decay = c(1.0 - lr * wd);
+    for i in 0..n {
+        let mut d = if maximize { -grad[i] } else { grad[i] };
+        if decoupled {
+            p[i] = p[i] * decay;
+        } else if wd != 0.0 {
+            d = d + c(wd) * p[i];
+        }
+        // exp_avg.lerp_(grad, 1 - beta1); exp_avg_sq.mul_(beta2).addcmul_(grad, grad, 1 - beta2)
+        m[i] = m[i] + w1 * (d - m[i]);
+        v[i] = v[i] * tb2 + w2 * d * d;
+        let denom = if amsgrad {
+            vmax[i] = vmax[i].max(v[i]);
+            vmax[i].sqrt() / bc2_sqrt + eps
+        } else {
+            v[i].sqrt() / bc2_sqrt + eps
+        };
+        p[i] = p[i] - step_size * (m[i] / denom);
+    }
+    put(ps, "exp_avg", m);
+    put(ps, "exp_avg_sq", v);
+    if amsgrad {
+        put(ps, "max_exp_avg_sq", vmax);
+    }
+    Ok(())
+}
+
+fn adam<T: OptFloat>(g: &ParamGroup, ps: &mut ParamState, p: &mut [T], grad: &[T]) -> Result<()> {
+    adam_update(g, ps, p, grad, false)
+}
+
+fn adamw<T: OptFloat>(g: &ParamGroup, ps: &mut ParamState, p: &mut [T], grad: &[T]) -> Result<()> {
+    adam_update(g, ps, p, grad, true)
+}
+
+optimizer!(
+    /// Adam (`torch.optim.Adam`).
+    Adam, AdamConfig, "Adam", adam
+);
+optimizer!(
+    /// AdamW (`torch.optim.AdamW`): Adam with decoupled weight decay. Use `AdamConfig::adamw()` for its defaults.
+    AdamW, AdamConfig, "AdamW", adamw
+);

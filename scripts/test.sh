@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The project's test command (README): builds once in release, runs every test, then the
+# PyTorch conformance suite, which fails on any drop below tests/conformance/baseline.json
+# and if the README's conformance table is stale.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --release --workspace --all-targets
+cargo test --release --workspace
+cargo run --release -p magpie-conformance -- \
+  --cases tests/conformance/opinfo-float32 --cases tests/conformance/opinfo-int64 \
+  --baseline tests/conformance/baseline.json --readme-check README.md
