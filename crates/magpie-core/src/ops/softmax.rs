@@ -52,11 +52,52 @@ macro_rules! line_kernel {
     }};
 }
 
+macro_rules! native_line {
+    ($name:ident, $F:ty) => {
+        /// One line in its own precision: `exp` is evaluated once per element (stored, then scaled).
+        fn $name(l: &[$F], o: &mut [$F], kind: Kind) {
+            let mut m = <$F>::NEG_INFINITY;
+            for &v in l {
+                if v > m || v.is_nan() {
+                    m = v;
+                    if v.is_nan() {
+                        break;
+                    }
+                }
+            }
+            if kind == Kind::Safe && m == <$F>::NEG_INFINITY {
+                o.fill(0.0);
+                return;
+            }
+            let mut s: $F = 0.0;
+            if kind == Kind::LogSoftmax {
+                for &v in l {
+                    s += (v - m).exp();
+                }
+                let shift = m + s.ln();
+                for (x, &v) in o.iter_mut().zip(l) {
+                    *x = v - shift;
+                }
+            } else {
+                for (x, &v) in o.iter_mut().zip(l) {
+                    let e = (v - m).exp();
+                    *x = e;
+                    s += e;
+                }
+                let inv = 1.0 / s;
+                o.iter_mut().for_each(|x| *x *= inv);
+            }
+        }
+    };
+}
+native_line!(line_f32, f32);
+native_line!(line_f64, f64);
+
 fn forward(x: &Tensor, dim: usize, kind: Kind) -> Result<Tensor> {
     let n = crate::ops::reduce::dim_size(x, dim);
     match x.dtype() {
-        DType::F64 => map_lines::<f64, f64>(x, dim, n, |l, o| line_kernel!(f64, l, o, kind, f64)),
-        DType::F32 => map_lines::<f32, f32>(x, dim, n, |l, o| line_kernel!(f32, l, o, kind, f32)),
+        DType::F64 => map_lines::<f64, f64>(x, dim, n, |l, o| line_f64(l, o, kind)),
+        DType::F32 => map_lines::<f32, f32>(x, dim, n, |l, o| line_f32(l, o, kind)),
         d if d.is_float() => crate::with_dtype!(d, T, { map_lines::<f32, T>(x, dim, n, |l, o| line_kernel!(f32, l, o, kind, T)) }),
         d => Err(Error::dtype("softmax", format!("\"softmax_lastdim_kernel_impl\" not implemented for '{}'", d.name()))),
     }

@@ -228,7 +228,14 @@ impl Tensor {
             return Err(Error::index("kthvalue", format!("kthvalue(): selected number k out of range for dimension {d}")));
         }
         let kk = (k - 1) as usize;
-        let idx = crate::with_key!("kthvalue", self.dtype(), K, { map_lines::<K, i64>(self, d, 1, |l, o| o[0] = sort_perm(l, false)[kk] as i64)? });
+        // the value is the k-th in sorted order; among equal values PyTorch's selection
+        // reports the first occurrence
+        let idx = crate::with_key!("kthvalue", self.dtype(), K, {
+            map_lines::<K, i64>(self, d, 1, |l, o| {
+                let v = l[sort_perm(l, false)[kk]];
+                o[0] = l.iter().position(|&w| nan_cmp(&w, &v) == std::cmp::Ordering::Equal).unwrap_or(0) as i64;
+            })?
+        });
         let idx = if keepdim || self.ndim() == 0 { idx } else { idx.squeeze_dims(&[d as i64])? };
         Ok((take_reduced(self, d, &idx, keepdim)?, idx))
     }

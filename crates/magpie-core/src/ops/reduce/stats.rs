@@ -20,9 +20,10 @@ fn var_std(op: &'static str, x: &Tensor, dims: Option<&[i64]>, correction: f64, 
     let denom = (n as f64 - correction).max(0.0);
     let out = crate::with_dtype!(dt, T, {
         // Two passes in f64 per output: accurate without Welford's per-element division.
-        let (v, _) = reduce_rows::<f64, T>(x, &d, |r| {
-            let mean = super::pairwise_sum(r) / r.len() as f64;
-            let ss: f64 = r.iter().map(|&v| (v - mean) * (v - mean)).sum();
+        // read in place (no f64 copy of the input), accumulate in f64
+        let (v, _) = reduce_rows::<T, T>(x, &d, |r| {
+            let mean = r.iter().map(|v| v.to_f64()).sum::<f64>() / r.len() as f64;
+            let ss: f64 = r.iter().map(|&v| (v.to_f64() - mean) * (v.to_f64() - mean)).sum();
             let var = ss / denom;
             T::from_f64(if std { var.sqrt() } else { var })
         })?;

@@ -22,7 +22,7 @@ impl Tensor {
                 Tensor::from_vec(v, &shape)?
             }),
             DType::F64 => {
-                let (v, _) = reduce_rows::<f64, f64>(&src, &d, |r| pairwise_sum(r))?;
+                let (v, _) = reduce_rows::<f64, f64>(&src, &d, par_sum_f64)?;
                 Tensor::from_vec(v, &shape)?
             }
             d2 if d2.is_complex() => crate::with_dtype!(d2, T, {
@@ -30,7 +30,7 @@ impl Tensor {
                 Tensor::from_vec(v, &shape)?
             }),
             d2 => crate::with_dtype!(d2, T, {
-                let (v, _) = reduce_rows::<f32, T>(&src, &d, |r| T::from_f64(pairwise_sum_f32(r) as f64))?;
+                let (v, _) = reduce_rows::<f32, T>(&src, &d, |r| T::from_f64(par_sum_f32(r) as f64))?;
                 Tensor::from_vec(v, &shape)?
             }),
         };
@@ -229,4 +229,27 @@ fn prod_others(x: &Tensor, dim: usize) -> Result<Tensor> {
             }
         })
     })
+}
+
+/// Below this many elements one row is summed on one thread.
+const PAR_ROW: usize = 1 << 18;
+
+/// `pairwise_sum` of one long row split over threads (a whole-tensor `sum()` is one row).
+fn par_sum_f64(x: &[f64]) -> f64 {
+    use rayon::prelude::*;
+    if x.len() < PAR_ROW {
+        return pairwise_sum(x);
+    }
+    let parts: Vec<f64> = x.par_chunks(1 << 15).map(pairwise_sum).collect();
+    pairwise_sum(&parts)
+}
+
+/// `pairwise_sum_f32` of one long row split over threads.
+fn par_sum_f32(x: &[f32]) -> f32 {
+    use rayon::prelude::*;
+    if x.len() < PAR_ROW {
+        return pairwise_sum_f32(x);
+    }
+    let parts: Vec<f32> = x.par_chunks(1 << 15).map(pairwise_sum_f32).collect();
+    pairwise_sum_f32(&parts)
 }
