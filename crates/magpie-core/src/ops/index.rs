@@ -511,9 +511,25 @@ fn reduce_scatter_backward(
             (gx, front::get(&gn, list)?)
         }
         Reduce::Prod => {
-            let go = g.mul(out)?;
-            let gx = if include_self { touched.where_(&go.div(x)?, g)? } else { touched.where_(&zero, g)? };
-            (gx, front::get(&go, list)?.div(s)?)
+            // d out / d x = product of the values scattered there (no division, so zeros in x are fine)
+            let ones_x = Tensor::ones_on(x.shape(), dt, g.device())?;
+            let prod_src = reduce_scatter("scatter_reduce", &ones_x, list.to_vec(), s, Reduce::Prod, true)?;
+            let gx = if include_self { touched.where_(&g.mul(&prod_src)?, g)? } else { touched.where_(&zero, g)? };
+            // d out / d src_k = out / src_k, or the product of the others where src_k == 0
+            let base = if include_self { x.clone() } else { ones_x };
+            let (s_zero, b_zero) = (s.eq_scalar(0)?, base.eq_scalar(0)?);
+            let s_nz = s_zero.where_(&one, s)?;
+            let (prod_nz, zc) = {
+                let _ng = autograd::no_grad();
+                let b_nz = b_zero.where_(&one, &base)?;
+                let p = scatter_reduce_raw(&b_nz, list, &s_nz, Reduce::Prod, true)?;
+                let z = scatter_reduce_raw(&b_zero.to_dtype(dt)?, list, &s_zero.to_dtype(dt)?, Reduce::Sum, true)?;
+                (p, z)
+            };
+            let normal = front::get(&g.mul(out)?, list)?.div(&s_nz)?;
+            let lone = front::get(&zc, list)?.eq_scalar(1)?;
+            let special = lone.where_(&front::get(&g.mul(&prod_nz)?, list)?, &zero)?;
+            (gx, s_zero.where_(&special, &normal)?)
         }
         Reduce::Amax | Reduce::Amin => {
             let mask_self = if include_self { x.eq(out)?.to_dtype(dt)? } else { Tensor::zeros_on(x.shape(), dt, g.device())? };

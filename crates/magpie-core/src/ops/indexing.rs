@@ -201,7 +201,18 @@ fn gather_front(x: &Tensor, p: &Plan) -> Result<Tensor> {
     crate::with_dtype!(x.dtype(), T, {
         let v: Vec<T> = crate::ops::convert::with_cpu(x, |c| -> Result<Vec<T>> {
             let src = T::slice(c).ok_or_else(|| Error::dtype("index", "storage dtype mismatch"))?;
-            let mut out = Vec::with_capacity(p.base.len() * rn);
+            let n = p.base.len() * rn;
+            if n >= 1 << 15 && rn > 0 {
+                use rayon::prelude::*;
+                let mut out = vec![T::default(); n];
+                out.par_chunks_mut(rn).zip(p.base.par_iter()).for_each(|(o, &b)| {
+                    for (o, &r) in o.iter_mut().zip(&p.rest) {
+                        *o = src[b + r];
+                    }
+                });
+                return Ok(out);
+            }
+            let mut out = Vec::with_capacity(n);
             for &b in &p.base {
                 for &r in &p.rest {
                     out.push(src[b + r]);

@@ -392,22 +392,8 @@ fn register_reorder(r: &mut Registry) {
         let s = a.tensor(1, "src")?;
         t(x.as_strided_scatter(&s, &a.ints(2, "size")?, &a.ints(3, "stride")?, a.opt_int(4, "storage_offset")?)?)
     });
-    r.add("fill", |a| {
-        let x = a.tensor(0, "input")?;
-        t(x.fill(&fill_value(a, 1, "value")?)?)
-    });
-    r.add("fill_", |a| {
-        let x = a.tensor(0, "input")?;
-        match fill_value(a, 1, "value")? {
-            FillValue::Scalar(s) => t(x.fill_(s)?),
-            FillValue::Tensor(v) => {
-                if v.ndim() != 0 {
-                    return Err(Error::value("fill_", format!("fill_ only supports 0-dimension value tensor but got tensor with {} dimensions.", v.ndim())));
-                }
-                t(x.fill_(v.item()?)?)
-            }
-        }
-    });
+    // `fill` / `fill_` are registered by creation_ops (registered after this family, so its
+    // entries win); `Tensor::fill` here is the differentiable form with a 0-d tensor value.
     r.add("T", |a| t(a.tensor(0, "input")?.t_all()?));
     r.add("H", |a| t(a.tensor(0, "input")?.h()?));
     r.add("mH", |a| t(a.tensor(0, "input")?.mh()?));
