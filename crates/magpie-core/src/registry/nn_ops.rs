@@ -1,6 +1,11 @@
 //! Registry entries for the nn op family (`nn.functional.*` names and their ATen aliases).
 
 use super::{Args, Registry, Value};
+
+#[path = "nn_layers.rs"]
+mod layers;
+#[path = "nn_losses.rs"]
+mod losses;
 use crate::ops::nn;
 use crate::tensor::Tensor;
 use crate::{Error, Result};
@@ -109,6 +114,8 @@ fn max_unpool(a: &mut Args, nd: usize) -> Result<Value> {
 
 /// Registers this family's ops.
 pub(crate) fn register(r: &mut Registry) {
+    layers::register(r);
+    losses::register(r);
     r.add("nn.functional.avg_pool1d", |a| avg_pool(a, 1));
     r.add("nn.functional.avg_pool2d", |a| avg_pool(a, 2));
     r.add("nn.functional.avg_pool3d", |a| avg_pool(a, 3));

@@ -119,7 +119,7 @@ pub fn embedding_bag(
             }
             let mut st: Vec<usize> = Vec::new();
             for &o in &ov {
-                if o < 0 || o as usize > idx.numel() || st.last().is_some_and(|&p| o as usize) < p) {
+                if o < 0 || o as usize > idx.numel() || st.last().is_some_and(|&p| (o as usize) < p) {
                     return Err(Error::value(op, format!("offsets must be increasing and within the input, got {ov:?}")));
                 }
                 st.push(o as usize);

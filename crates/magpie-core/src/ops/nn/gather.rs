@@ -32,12 +32,13 @@ pub(crate) fn take_rows(x: &Tensor, ix: Arc<RowIdx>, out_shape: &[usize]) -> Res
         Tensor::from_vec(o, out_shape)?
     });
     let (ix2, in_shape) = (ix.clone(), x.shape().to_vec());
-    autograd::record("Gather", &[x], &[out.clone()], move |_, g| Ok(vec![Some(put_rows(&g[0], ix2.clone(), &in_shape)?)]));
+    autograd::record("Gather", &[x], &[out.clone()], move |_, g| Ok(vec![Some(put_rows(&g[0], ix2.clone(), &in_shape, false)?)]));
     Ok(out)
 }
 
-/// `out[r, idx[r, j]] += g[r, j]` into zeros of `out_shape` (`[rows, n_src]` elements).
-pub(crate) fn put_rows(g: &Tensor, ix: Arc<RowIdx>, out_shape: &[usize]) -> Result<Tensor> {
+/// `out[r, idx[r, j]] += g[r, j]` into zeros of `out_shape` (`[rows, n_src]` elements); with
+/// `assign` the last write wins instead (max_unpool). The gradient is `take_rows` either way.
+pub(crate) fn put_rows(g: &Tensor, ix: Arc<RowIdx>, out_shape: &[usize], assign: bool) -> Result<Tensor> {
     if g.numel() != ix.rows * ix.per_row || crate::shape::numel(out_shape) != ix.rows * ix.n_src {
         return Err(Error::shape("scatter_add", format!("tensor {:?} does not fit {} rows of {}", g.shape(), ix.rows, ix.per_row)));
     }
@@ -47,7 +48,12 @@ pub(crate) fn put_rows(g: &Tensor, ix: Arc<RowIdx>, out_shape: &[usize]) -> Resu
             let mut o = vec![R::default(); ix.rows * ix.n_src];
             for r in 0..ix.rows {
                 for j in 0..ix.per_row {
-                    o[r * ix.n_src + ix.idx[r * ix.per_row + j]] += v[r * ix.per_row + j];
+                    let p = r * ix.n_src + ix.idx[r * ix.per_row + j];
+                    if assign {
+                        o[p] = v[r * ix.per_row + j];
+                    } else {
+                        o[p] += v[r * ix.per_row + j];
+                    }
                 }
             }
             from_real(o, out_shape, g.dtype())?
@@ -58,7 +64,7 @@ pub(crate) fn put_rows(g: &Tensor, ix: Arc<RowIdx>, out_shape: &[usize]) -> Resu
         for r in 0..ix.rows {
             for j in 0..ix.per_row {
                 let p = r * ix.n_src + ix.idx[r * ix.per_row + j];
-                o[p] = o[p].wrapping_add(v[r * ix.per_row + j]);
+                o[p] = if assign { v[r * ix.per_row + j] } else { o[p].wrapping_add(v[r * ix.per_row + j]) };
             }
         }
         let _ng = autograd::no_grad();

@@ -4,11 +4,25 @@
 //! written with the same kernels, so they are differentiable to any order; the rest are
 //! composites of existing ops.
 
+pub mod attention;
+pub mod conv;
+pub mod dropout;
+pub mod embedding;
+pub mod fold;
 pub(crate) mod gather;
 pub mod interpolate;
+pub mod loss;
+pub mod norm;
 pub mod pool;
 pub(crate) mod resample;
 pub(crate) mod util;
 
+pub use attention::scaled_dot_product_attention;
+pub use conv::{bilinear, conv, conv_transpose, linear, Padding};
+pub use dropout::{alpha_dropout, dropout};
+pub use embedding::{embedding, embedding_bag, one_hot};
+pub use fold::{fold, unfold};
 pub use interpolate::interpolate;
+pub use loss::Reduction;
+pub use norm::{cdist, cosine_similarity, instance_norm, local_response_norm, native_batch_norm, native_group_norm, native_layer_norm, normalize, pairwise_distance, pdist, rms_norm};
 pub use pool::{adaptive_avg_pool, adaptive_max_pool, avg_pool, max_pool, max_unpool};

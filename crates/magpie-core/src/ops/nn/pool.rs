@@ -336,5 +336,5 @@ pub fn max_unpool(x: &Tensor, indices: &Tensor, nd: usize, k: &[i64], s: &[i64],
     let mut shape = xb.shape()[..2].to_vec();
     shape.extend(outs.iter().map(|&o| o as usize));
     let ri = Arc::new(RowIdx { rows: planes, per_row: per, n_src, idx });
-    unbatch(put_rows(&xb, ri, &shape)?, was)
+    unbatch(put_rows(&xb, ri, &shape, true)?, was)
 }
