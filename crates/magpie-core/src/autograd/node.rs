@@ -2,6 +2,8 @@
 //! and what it saved for backward.
 
 use crate::autograd::is_grad_enabled;
+use crate::device::Device;
+use crate::dtype::DType;
 use crate::layout::Layout;
 use crate::storage::StorageCell;
 use crate::tensor::{Tensor, TensorImpl};
@@ -21,12 +23,28 @@ pub(crate) enum Edge {
     Node(Arc<Node>, usize),
 }
 
-/// What a node remembers of each output: enough to rebuild it (for rules that use the output)
-/// and to make a zero gradient for outputs that received none.
+impl Edge {
+    /// The edge a gradient for `t` follows: its producer's output slot, or the leaf itself.
+    /// None when `t` does not require grad.
+    pub(crate) fn of(t: &Tensor) -> Option<Edge> {
+        if !t.requires_grad() {
+            None
+        } else if let Some((n, i)) = t.grad_edge() {
+            Some(Edge::Node(n, i))
+        } else {
+            Some(Edge::Leaf(t.0.clone()))
+        }
+    }
+}
+
+/// What a node remembers of each output: its shape, dtype and device (to make a zero gradient
+/// for an output that received none) and, until the graph is freed, its data (for rules that
+/// read the output through [`BackwardCtx::output`]).
 pub(crate) struct OutputMeta {
-    pub storage: Arc<StorageCell>,
-    pub layout: Layout,
-    pub version: u64,
+    pub shape: Vec<usize>,
+    pub dtype: DType,
+    pub device: Device,
+    pub data: Mutex<Option<(Arc<StorageCell>, Layout, u64)>>,
 }
 
 /// One recorded op (`grad_fn` in PyTorch).
@@ -34,6 +52,7 @@ pub struct Node {
     pub(crate) seq: u64,
     name: String,
     pub(crate) next: Vec<Option<Edge>>,
+    /// The backward rule; None once backward consumed it without `retain_graph`.
     pub(crate) rule: Mutex<Option<BackwardFn>>,
     pub(crate) outputs: Vec<OutputMeta>,
     /// Non-leaf tensors made by this node that have hooks or `retain_grad` (output index, tensor).
@@ -57,6 +76,39 @@ impl Node {
             })
             .collect()
     }
+    /// Number of outputs of the recorded op.
+    pub fn num_outputs(&self) -> usize {
+        self.outputs.len()
+    }
+    /// True once a backward pass without `retain_graph` has consumed this node (its saved tensors are gone).
+    pub fn is_freed(&self) -> bool {
+        self.rule.lock().unwrap_or_else(|e| e.into_inner()).is_none()
+    }
+    /// Called before an in-place op overwrites output `k` and rebases its history: the node keeps
+    /// a copy of the value it produced, so its rule still reads the right data (PyTorch would
+    /// refuse; the gradient is exact either way). A stale output is left stale (still an error).
+    pub(crate) fn preserve_output(&self, k: usize) -> Result<()> {
+        let Some(m) = self.outputs.get(k) else { return Ok(()) };
+        let mut d = m.data.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((st, layout, ver)) = d.as_ref() {
+            if st.version() == *ver {
+                let t = Tensor::from_parts(st.clone(), layout.clone(), None);
+                let c = {
+                    let _ng = super::no_grad();
+                    t.copy()?
+                };
+                *d = Some((c.storage().clone(), c.layout().clone(), c.version()));
+            }
+        }
+        Ok(())
+    }
+    /// Drops the rule (and with it every tensor it saved) and the outputs' data.
+    pub(crate) fn release(&self) {
+        *self.rule.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        for o in &self.outputs {
+            *o.data.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        }
+    }
 }
 
 /// What a backward rule can ask of its node.
@@ -69,11 +121,19 @@ impl BackwardCtx<'_> {
     /// The node's `i`-th output, as saved. Fails if it was modified in place since.
     /// With `create_graph` it carries this node as its history, so higher-order gradients flow through it.
     pub fn output(&self, i: usize) -> Result<Tensor> {
-        let m = self.node.outputs.get(i).ok_or_else(|| Error::autograd(self.node.name(), "no such output"))?;
-        if m.storage.version() != m.version {
-            return Err(modified_error(self.node.name()));
+        let m = self.node.outputs.get(i).ok_or_else(|| Error::autograd(self.node.name(), format!("no output {i}")))?;
+        let data = m.data.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let Some((storage, layout, version)) = data else { return Err(freed_error(self.node.name())) };
+        let now = storage.version();
+        if now != version {
+            return Err(modified_error(
+                self.node.name(),
+                &format!("[{} {:?}], which is output {i} of {},", m.dtype, m.shape, self.node.name()),
+                now,
+                version,
+            ));
         }
-        let t = Tensor::from_parts(m.storage.clone(), m.layout.clone(), None);
+        let t = Tensor::from_parts(storage, layout, None);
         if self.create_graph {
             t.set_grad_fn(Some((self.node.clone(), i)));
         }
@@ -87,12 +147,23 @@ impl BackwardCtx<'_> {
     pub fn needs_input_grad(&self, i: usize) -> bool {
         matches!(self.node.next.get(i), Some(Some(_)))
     }
+    /// The name of the node being run (`MulBackward0`).
+    pub fn name(&self) -> &str {
+        self.node.name()
+    }
 }
 
-fn modified_error(op: &str) -> Error {
+pub(crate) fn freed_error(op: &str) -> Error {
     Error::autograd(
         op,
-        "one of the variables needed for gradient computation has been modified by an inplace operation",
+        "Trying to backward through the graph a second time (or directly access saved tensors after they have already been freed). Saved intermediate values of the graph are freed when you call .backward() or autograd.grad(). Specify retain_graph=true if you need to backward through the graph a second time or if you need to access saved tensors after calling backward.",
+    )
+}
+
+fn modified_error(op: &str, what: &str, now: u64, then: u64) -> Error {
+    Error::autograd(
+        op,
+        format!("one of the variables needed for gradient computation has been modified by an inplace operation: {what} is at version {now}; expected version {then} instead"),
     )
 }
 
@@ -109,10 +180,17 @@ impl Saved {
     pub fn new(op: &'static str, t: &Tensor) -> Saved {
         Saved { tensor: t.clone(), version: t.version(), op }
     }
-    /// The saved tensor; an error if it was modified in place since it was saved.
+    /// The saved tensor; an error naming the op if it was modified in place since it was saved.
     pub fn get(&self) -> Result<Tensor> {
-        if self.tensor.version() != self.version {
-            return Err(modified_error(self.op));
+        let now = self.tensor.version();
+        if now != self.version {
+            let t = &self.tensor;
+            return Err(modified_error(
+                self.op,
+                &format!("[{} {:?}], saved for the backward of {},", t.dtype(), t.shape(), self.op),
+                now,
+                self.version,
+            ));
         }
         Ok(self.tensor.clone())
     }
@@ -121,6 +199,8 @@ impl Saved {
 /// Records an op for autograd if grad mode is on and any input requires grad: the outputs get
 /// this node as their `grad_fn`. `rule` maps output gradients (zeros where none flowed) to
 /// input gradients (one per input, None where none). Returns whether a node was recorded.
+///
+/// `name` is the forward op's name (`"Mul"`); the node is called `MulBackward0`, as in PyTorch.
 pub fn record(
     name: &str,
     inputs: &[&Tensor],
@@ -130,34 +210,53 @@ pub fn record(
     if !is_grad_enabled() || !inputs.iter().any(|t| t.requires_grad()) {
         return false;
     }
-    let next = inputs
-        .iter()
-        .map(|t| {
-            if !t.requires_grad() {
-                None
-            } else if let Some((n, i)) = t.grad_edge() {
-                Some(Edge::Node(n, i))
-            } else {
-                Some(Edge::Leaf(t.0.clone()))
-            }
-        })
-        .collect();
+    let next = inputs.iter().map(|t| Edge::of(t)).collect();
+    let attach = vec![true; outputs.len()];
+    record_edges(format!("{}Backward0", camel(name)), next, outputs, &attach, Box::new(rule));
+    true
+}
+
+/// `layer_norm` -> `LayerNorm`, `mul` -> `Mul` (PyTorch's node names).
+fn camel(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut up = true;
+    for c in name.chars() {
+        if c == '_' || c == '.' {
+            up = true;
+        } else if up {
+            out.extend(c.to_uppercase());
+            up = false;
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Makes a node with the given edges and full name; attaches it as `grad_fn` to the float or
+/// complex outputs whose `attach` flag is set. Does not look at grad mode.
+pub(crate) fn record_edges(name: String, next: Vec<Option<Edge>>, outputs: &[Tensor], attach: &[bool], rule: BackwardFn) -> Arc<Node> {
     let outs = outputs
         .iter()
-        .map(|o| OutputMeta { storage: o.storage().clone(), layout: o.layout().clone(), version: o.version() })
+        .map(|o| OutputMeta {
+            shape: o.shape().to_vec(),
+            dtype: o.dtype(),
+            device: o.device(),
+            data: Mutex::new(Some((o.storage().clone(), o.layout().clone(), o.version()))),
+        })
         .collect();
     let node = Arc::new(Node {
         seq: SEQ.fetch_add(1, Ordering::Relaxed),
-        name: format!("{name}Backward0"),
+        name,
         next,
-        rule: Mutex::new(Some(Box::new(rule))),
+        rule: Mutex::new(Some(rule)),
         outputs: outs,
         watchers: Mutex::new(Vec::new()),
     });
     for (i, o) in outputs.iter().enumerate() {
-        if o.dtype().is_float() || o.dtype().is_complex() {
+        if attach.get(i).copied().unwrap_or(false) && (o.dtype().is_float() || o.dtype().is_complex()) {
             o.set_grad_fn(Some((node.clone(), i)));
         }
     }
-    true
+    node
 }

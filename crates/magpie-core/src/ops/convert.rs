@@ -92,6 +92,19 @@ impl Tensor {
         Ok(())
     }
 
+    /// An in-place op written as its out-of-place version `f`: runs `f` on this tensor (on a copy
+    /// of it when autograd records, so that the recorded op does not save data about to be
+    /// overwritten, like PyTorch's `original_self`) and writes the result back with [`Tensor::assign_`].
+    /// `others` are the op's other tensor arguments.
+    #[allow(dead_code)]
+    pub(crate) fn update_(&self, op: &str, others: &[&Tensor], f: impl FnOnce(&Tensor) -> Result<Tensor>) -> Result<Tensor> {
+        self.check_inplace(op)?;
+        let records = is_grad_enabled() && (self.requires_grad() || others.iter().any(|t| t.requires_grad()));
+        let src = if records { self.copy()? } else { self.clone() };
+        let r = f(&src)?;
+        self.assign_(op, &r.to_dtype(self.dtype())?)
+    }
+
     /// Writes `value`'s data into this tensor's elements (through views) and, under autograd,
     /// makes `value`'s history this tensor's history (PyTorch's in-place rebase).
     pub(crate) fn assign_(&self, op: &str, value: &Tensor) -> Result<Tensor> {
@@ -101,6 +114,12 @@ impl Tensor {
                 op,
                 format!("output with shape {:?} doesn't match the broadcast shape {:?}", self.shape(), value.shape()),
             ));
+        }
+        if is_grad_enabled() && value.requires_grad() {
+            // the node that produced the old value may read it in backward: give it a copy
+            if let Some((n, k)) = self.grad_edge() {
+                n.preserve_output(k)?;
+            }
         }
         write_values(self, value)?;
         if is_grad_enabled() && value.requires_grad() {
