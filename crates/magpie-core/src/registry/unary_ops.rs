@@ -5,7 +5,7 @@ use super::args::TensorOrScalar;
 use super::{Args, Registry, Value};
 use crate::dtype::result_type;
 use crate::ops::special::{orthogonal_polynomial, Polynomial};
-use crate::ops::unary::inplace;
+use crate::ops::unary::inplace_result as inplace;
 use crate::tensor::Tensor;
 use crate::{Error, Result};
 

@@ -7,6 +7,7 @@
 //! with a closure and record their backward with [`record_unary`].
 
 pub mod complex_parts;
+pub mod inplace;
 pub mod math;
 pub mod predicates;
 pub mod rounding;
@@ -162,7 +163,7 @@ pub(crate) fn predicate(
 
 /// The in-place form `x.op_()`: computes `op(x)` and writes it into `x`. As in PyTorch, a
 /// result that cannot be cast back to `x`'s dtype (a float result for an integer tensor) is an error.
-pub fn inplace(name: &str, x: &Tensor, out: Result<Tensor>) -> Result<Tensor> {
+pub fn inplace_result(name: &str, x: &Tensor, out: Result<Tensor>) -> Result<Tensor> {
     let out = out?;
     let (od, xd) = (out.dtype(), x.dtype());
     // PyTorch's canCast: no float -> integral, complex -> real or number -> bool in place
