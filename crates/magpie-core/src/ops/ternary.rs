@@ -284,6 +284,11 @@ impl Tensor {
     pub fn clamp(&self, min: Option<f64>, max: Option<f64>) -> Result<Tensor> {
         clamp_op(self, min.map(|v| Operand::Scalar(Scalar::Float(v))), max.map(|v| Operand::Scalar(Scalar::Float(v))))
     }
+    /// `torch.clamp(x, min, max)` with Python-style scalar bounds (an integer bound keeps an
+    /// integer tensor's dtype; a float bound promotes it).
+    pub fn clamp_scalar(&self, min: Option<Scalar>, max: Option<Scalar>) -> Result<Tensor> {
+        clamp_op(self, min.map(Operand::Scalar), max.map(Operand::Scalar))
+    }
     /// `torch.clamp(x, min, max)` with tensor bounds.
     pub fn clamp_tensor(&self, min: Option<&Tensor>, max: Option<&Tensor>) -> Result<Tensor> {
         clamp_op(self, min.map(Operand::Tensor), max.map(Operand::Tensor))

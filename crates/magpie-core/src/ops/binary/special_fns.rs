@@ -1,43 +1,12 @@
-//! Scalar special functions behind the binary ops: `ln_gamma`, the Hurwitz zeta function and the
+//! Scalar special functions behind the binary ops: the Hurwitz zeta function and the
 //! regularized incomplete gamma functions (after Cephes, as PyTorch's `Math.h` implements them).
 
 const MACHEP: f64 = 1.11022302462515654042e-16;
 const MAXITER: usize = 2000;
 
-/// `ln|Γ(x)|` by the Lanczos approximation (g = 7, n = 9), with reflection for `x < 0.5`.
+/// `ln|Γ(x)|` (the unary family's `lgamma`, shared so both agree).
 pub fn ln_gamma(x: f64) -> f64 {
-    const G: [f64; 9] = [
-        0.999_999_999_999_809_9,
-        676.5203681218851,
-        -1259.1392167224028,
-        771.323_428_777_653_1,
-        -176.615_029_162_140_6,
-        12.507343278686905,
-        -0.13857109526572012,
-        9.984_369_578_019_572e-6,
-        1.5056327351493116e-7,
-    ];
-    if x.is_nan() {
-        return x;
-    }
-    if x.is_infinite() {
-        return f64::INFINITY;
-    }
-    if x <= 0.0 && x == x.floor() {
-        return f64::INFINITY;
-    }
-    if x < 0.5 {
-        // Γ(x) Γ(1-x) = π / sin(πx)
-        let s = (std::f64::consts::PI * x).sin().abs();
-        return std::f64::consts::PI.ln() - s.ln() - ln_gamma(1.0 - x);
-    }
-    let x = x - 1.0;
-    let mut a = G[0];
-    let t = x + 7.5;
-    for (i, &c) in G.iter().enumerate().skip(1) {
-        a += c / (x + i as f64);
-    }
-    0.5 * (2.0 * std::f64::consts::PI).ln() + (x + 0.5) * t.ln() - t + a.ln()
+    crate::ops::special::gamma::lgamma(x)
 }
 
 /// The Hurwitz zeta function `ζ(x, q) = Σ_k (k + q)^-x` (Cephes `zeta`).
