@@ -16,8 +16,9 @@ pub struct Call {
 pub fn adapt(case: &Case, input: Value, args: Vec<Value>, kwargs: Vec<(String, Value)>) -> Call {
     let mut pos = Vec::with_capacity(args.len() + 1);
     let op = match (case.op.as_str(), case.variant.as_str()) {
-        // torch.polygamma(n, input): OpInfo passes the input first.
-        ("polygamma", _) | ("special.polygamma", _) => {
+        // torch.polygamma(n, input): OpInfo passes the input first. OpInfo's embedding and
+        // embedding_bag samples are (weight, indices, ...) for F.embedding(indices, weight, ...).
+        ("polygamma", _) | ("special.polygamma", _) | ("nn.functional.embedding", _) | ("nn.functional.embedding_bag", _) => {
             let mut a = args.into_iter();
             pos.extend(a.next());
             pos.push(input);
