@@ -19,8 +19,9 @@ pub fn adapt(case: &Case, input: Value, args: Vec<Value>, kwargs: Vec<(String, V
     let mut pos = Vec::with_capacity(args.len() + 1);
     let op = match (case.op.as_str(), case.variant.as_str()) {
         // OpInfo calls these with the input first, but torch's signature puts the first arg
-        // before it: `torch.polygamma(n, input)`, `torch.where(condition, input, other)`.
-        ("polygamma" | "special.polygamma" | "where", _) => {
+        // before it: `torch.polygamma(n, input)`, `torch.where(condition, input, other)`,
+        // `F.embedding(indices, weight)` (OpInfo's samples are (weight, indices, ...)).
+        ("polygamma" | "special.polygamma" | "where" | "nn.functional.embedding" | "nn.functional.embedding_bag", _) => {
             let mut a = args.into_iter();
             pos.extend(a.next());
             pos.push(input);

@@ -116,7 +116,8 @@ pub(crate) fn register(r: &mut Registry) {
         let b = a.opt_tensor(3, "bias")?;
         let eps = a.float(4, "eps")?;
         let (y, m, r) = nn::native_layer_norm(&x, &ns, w.as_ref(), b.as_ref(), eps)?;
-        list(vec![y, m, r])
+        // the saved statistics are not differentiable outputs in PyTorch
+        list(vec![y, m.detach(), r.detach()])
     });
     r.add("nn.functional.rms_norm", |a| {
         let x = a.tensor(0, "input")?;
@@ -166,7 +167,7 @@ pub(crate) fn register(r: &mut Registry) {
         let m = a.float(6, "momentum")?;
         let eps = a.float(7, "eps")?;
         let (y, sm, si) = nn::native_batch_norm(&x, w.as_ref(), b.as_ref(), rm.as_ref(), rv.as_ref(), tr, m, eps)?;
-        list(vec![y, sm, si])
+        list(vec![y, sm.detach(), si.detach()])
     });
     r.add("_batch_norm_with_update", |a| {
         let x = a.tensor(0, "input")?;
@@ -178,7 +179,7 @@ pub(crate) fn register(r: &mut Registry) {
         let eps = a.float(6, "eps")?;
         let (y, sm, si) = nn::native_batch_norm(&x, w.as_ref(), b.as_ref(), Some(&rm), Some(&rv), true, m, eps)?;
         let reserve = Tensor::zeros_on(&[0], crate::DType::U8, x.device())?;
-        list(vec![y, sm, si, reserve])
+        list(vec![y, sm.detach(), si.detach(), reserve])
     });
     r.add("nn.functional.instance_norm", |a| {
         let x = a.tensor(0, "input")?;
@@ -260,6 +261,32 @@ pub(crate) fn register(r: &mut Registry) {
         let ilo = a.bool_or(9, "include_last_offset", false)?;
         let pi = a.opt_int(10, "padding_idx")?;
         t(nn::embedding_bag(&i, &w, off.as_ref(), mn, nt, &mode, psw.as_ref(), ilo, pi)?)
+    });
+    r.add("nn.functional.grid_sample", |a| {
+        let x = a.tensor(0, "input")?;
+        let g = a.tensor(1, "grid")?;
+        let mode = a.opt_str(2, "mode")?.unwrap_or_else(|| "bilinear".into());
+        let pm = a.opt_str(3, "padding_mode")?.unwrap_or_else(|| "zeros".into());
+        let ac = a.bool_or(4, "align_corners", false)?;
+        t(nn::grid_sample(&x, &g, &mode, &pm, ac)?)
+    });
+    r.add("grid_sampler_2d", |a| {
+        let x = a.tensor(0, "input")?;
+        let g = a.tensor(1, "grid")?;
+        let mode = match a.int(2, "interpolation_mode")? {
+            0 => "bilinear",
+            1 => "nearest",
+            2 => "bicubic",
+            m => return Err(Error::value("grid_sampler_2d", format!("invalid interpolation_mode {m}"))),
+        };
+        let pm = match a.int(3, "padding_mode")? {
+            0 => "zeros",
+            1 => "border",
+            2 => "reflection",
+            m => return Err(Error::value("grid_sampler_2d", format!("invalid padding_mode {m}"))),
+        };
+        let ac = a.bool_or(4, "align_corners", false)?;
+        t(nn::grid_sample(&x, &g, mode, pm, ac)?)
     });
     r.add("nn.functional.one_hot", |a| {
         let x = a.tensor(0, "tensor")?;

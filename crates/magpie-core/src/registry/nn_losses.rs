@@ -98,6 +98,13 @@ pub(crate) fn register(r: &mut super::super::Registry) {
         }
         t(loss::cross_entropy(&x, &y, w.as_ref(), ii, r, ls)?)
     });
+    r.add("nn.functional.linear_cross_entropy", |a| {
+        let x = a.tensor(0, "input")?;
+        let w = a.tensor(1, "linear_weight")?;
+        let y = a.tensor(2, "target")?;
+        let r = reduction(a, None, None, 3)?;
+        t(loss::linear_cross_entropy(&x, &w, &y, r)?)
+    });
     r.add("nn.functional.kl_div", |a| {
         let x = a.tensor(0, "input")?;
         let y = a.tensor(1, "target")?;

@@ -364,7 +364,8 @@ pub fn multilabel_margin_loss(x: &Tensor, y: &Tensor, r: Reduction) -> Result<Te
         return Err(Error::shape(op, format!("inconsistent target size: {:?} for input of size: {:?}", y.shape(), x.shape())));
     }
     let yv: Vec<i64> = y.to_vec()?;
-    let mut is_t = vec![false; n * c];
+    // count[j]: how often class j is listed (repeats count); is_t: listed at all
+    let mut count = vec![0f64; n * c];
     for i in 0..n {
         for j in 0..c {
             let v = yv[i * c + j];
@@ -374,28 +375,20 @@ pub fn multilabel_margin_loss(x: &Tensor, y: &Tensor, r: Reduction) -> Result<Te
             if v >= c as i64 {
                 return Err(Error::index(op, format!("target {v} out of range for {c} classes")));
             }
-            is_t[i * c + v as usize] = true;
+            count[i * c + v as usize] += 1.0;
         }
     }
-    let tm = Tensor::from_vec(is_t.clone(), &[n, c])?;
+    let not_t: Vec<f64> = count.iter().map(|&k| if k > 0.0 { 0.0 } else { 1.0 }).collect();
+    let cnt = Tensor::from_vec(count, &[n, c])?.to_dtype(x.dtype())?;
+    let nt = Tensor::from_vec(not_t, &[n, c])?.to_dtype(x.dtype())?;
     let x2 = x.reshape(&[n as i64, c as i64])?;
-    // pairs (j target, i non-target): max(0, 1 - x[j] + x[i])
-    let pair_mask = tm.unsqueeze(2)?.logical_and_nn(&tm.unsqueeze(1)?)?;
+    // pairs (listed j, unlisted i): max(0, 1 - x[j] + x[i]) weighted by how often j is listed
+    let pw = cnt.unsqueeze(2)?.mul(&nt.unsqueeze(1)?)?;
     let m = x2.unsqueeze(1)?.sub(&x2.unsqueeze(2)?)?.add_scalar(1.0)?.nn_clamp_min(0.0)?;
-    let m = pair_mask.where_(&m, &m.zeros_like()?)?;
+    let m = m.mul(&pw)?;
     let l = m.sum_dims(Some(&[1, 2]), false, None)?.div_scalar(c as f64)?;
     let l = if x.ndim() <= 1 { l.reshape(&[])? } else { l };
     r.apply(l)
-}
-
-impl Tensor {
-    /// `a & !b` for bool masks `[n, c, 1]` and `[n, 1, c]`: (target j, non-target i) pairs.
-    fn logical_and_nn(&self, other: &Tensor) -> Result<Tensor> {
-        let a = self.to_dtype(crate::DType::I64)?;
-        let b = other.to_dtype(crate::DType::I64)?;
-        // a * (1 - b) == 1
-        a.mul(&b.neg()?.add_scalar(1i64)?)?.eq_scalar(1)
-    }
 }
 
 /// `multilabel_soft_margin_loss(input, target, weight, reduction)`.
@@ -473,4 +466,26 @@ pub fn poisson_nll_loss(x: &Tensor, y: &Tensor, log_input: bool, full: bool, eps
         l = l.add(&one.where_(&st, &st.zeros_like()?)?)?;
     }
     r.apply(l)
+}
+
+/// `linear_cross_entropy(input, linear_weight, target)`: `cross_entropy(linear(input, weight), target)`
+/// with the classes laid out as `weight.shape[:-1]`.
+pub fn linear_cross_entropy(x: &Tensor, w: &Tensor, t: &Tensor, r: Reduction) -> Result<Tensor> {
+    let op = "linear_cross_entropy";
+    if x.ndim() != 1 && x.ndim() != 2 {
+        return Err(Error::shape(op, format!("expected input with dimensionality 1 or 2, got {}", x.ndim())));
+    }
+    if w.ndim() < 2 {
+        return Err(Error::shape(op, format!("expected linear_weight with dimensionality at least 2, got {}", w.ndim())));
+    }
+    let inf = x.shape()[x.ndim() - 1];
+    if w.shape()[w.ndim() - 1] != inf {
+        return Err(Error::shape(op, format!("expected equal input and linear_weight last dimensions (in_features), got {inf} and {}", w.shape()[w.ndim() - 1])));
+    }
+    let classes: Vec<i64> = w.shape()[..w.ndim() - 1].iter().map(|&v| v as i64).collect();
+    let ncls: i64 = classes.iter().product();
+    let logits = super::conv::linear(x, &w.reshape(&[ncls, inf as i64])?, None)?;
+    let mut shape: Vec<i64> = x.shape()[..x.ndim() - 1].iter().map(|&v| v as i64).collect();
+    shape.extend(&classes);
+    cross_entropy(&logits.reshape(&shape)?, t, None, -100, r, 0.0)
 }

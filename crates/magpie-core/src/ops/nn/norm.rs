@@ -92,6 +92,9 @@ pub fn native_group_norm(x: &Tensor, groups: i64, w: Option<&Tensor>, b: Option<
         return Err(Error::shape(op, format!("Expected at least 2 dimensions for input tensor but received {}", x.ndim())));
     }
     let (n, c) = (x.shape()[0], x.shape()[1]);
+    if c == 0 {
+        return Err(Error::shape(op, format!("Expected number of channels to be greater than 0, got input of shape {:?}", x.shape())));
+    }
     if groups <= 0 || c % groups as usize != 0 {
         return Err(Error::shape(op, format!("Expected number of channels in input to be divisible by num_groups, but got input of shape {:?} and num_groups={groups}", x.shape())));
     }
@@ -256,8 +259,16 @@ pub fn local_response_norm(x: &Tensor, size: i64, alpha: f64, beta: f64, k: f64)
         let hi = (o - front + size).min(c as i64);
         t.row((lo..hi.max(lo)).map(|j| (j as usize, 1.0 / size_u as f64)));
     }
-    let sq = xf.mul(&xf)?;
-    let div = super::resample::apply_taps(&sq, 1, Arc::new(t))?;
+    let div = if x.dtype().is_float() {
+        let sq = xf.mul(&xf)?;
+        super::resample::apply_taps(&sq, 1, Arc::new(t))?
+    } else {
+        // PyTorch averages the integer squares with an integer (truncating) average pool
+        let sq = x.mul(x)?;
+        let sums: Vec<i64> = super::resample::sum_taps_int(&sq, 1, std::slice::from_ref(&t))?.to_vec()?;
+        let avg: Vec<i64> = sums.iter().map(|&v| v / size).collect();
+        Tensor::from_vec(avg, x.shape())?.to_dtype(xf.dtype())?
+    };
     let div = div.mul_scalar(alpha)?.add_scalar(k)?.pow_scalar(beta)?;
     xf.div(&div)
 }
@@ -299,16 +310,22 @@ pub fn pdist(x: &Tensor, p: f64) -> Result<Tensor> {
     if p < 0.0 {
         return Err(Error::value("pdist", "pdist only supports non-negative p values"));
     }
-    let n = x.shape()[0];
-    let d = x.unsqueeze(1)?.sub(&x.unsqueeze(0)?)?.nn_norm(p, &[-1], false)?;
-    let mut idx = Vec::new();
+    let (n, m) = (x.shape()[0], x.shape()[1]);
+    // gather the two rows of every pair (i < j), then take the norm of their difference
+    let (mut ii, mut jj) = (Vec::new(), Vec::new());
     for i in 0..n {
         for j in i + 1..n {
-            idx.push(i * n + j);
+            ii.push(i);
+            jj.push(j);
         }
     }
-    let len = idx.len();
-    take_rows(&d, Arc::new(RowIdx { rows: 1, per_row: len, n_src: n * n, idx }), &[len])
+    let np = ii.len();
+    let rows = |v: &[usize]| -> Result<Tensor> {
+        let idx: Vec<usize> = (0..m).flat_map(|_| v.iter().copied()).collect();
+        take_rows(&x.t()?, Arc::new(RowIdx { rows: m, per_row: np, n_src: n, idx }), &[m, np])?.t()
+    };
+    let d = rows(&ii)?.sub(&rows(&jj)?)?;
+    d.nn_norm(p, &[-1], false)
 }
 
 /// `cdist(x1, x2, p)`: distances between the rows of `[.., P, M]` and `[.., R, M]`.

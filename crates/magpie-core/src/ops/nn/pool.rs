@@ -122,7 +122,7 @@ pub fn avg_pool(x: &Tensor, nd: usize, k: &[i64], s: &[i64], p: &[i64], ceil: bo
         }
     } else {
         // integers: exact window sums, then a truncating division by the whole divisor
-        let sums: Vec<i64> = sum_taps_int(&xb, &maps)?.to_vec()?;
+        let sums: Vec<i64> = sum_taps_int(&xb, 2, &maps)?.to_vec()?;
         let spatial: usize = g.outs.iter().product::<i64>() as usize;
         let mut div = vec![1f64; spatial];
         let mut stride = spatial;

@@ -122,13 +122,15 @@ pub(crate) fn apply_separable(x: &Tensor, maps: Vec<Taps>) -> Result<Tensor> {
     Ok(y)
 }
 
-/// Exact sums (weights taken as 1) of an integer tensor along trailing dims, in i64.
-pub(crate) fn sum_taps_int(x: &Tensor, maps: &[Taps]) -> Result<Tensor> {
+/// Exact sums (weights taken as 1) of an integer tensor, `maps[i]` along dim `first + i`, in i64.
+pub(crate) fn sum_taps_int(x: &Tensor, first: usize, maps: &[Taps]) -> Result<Tensor> {
     let mut cur: Vec<i64> = x.to_vec()?;
     let mut shape = x.shape().to_vec();
-    let first = shape.len() - maps.len();
     for (i, t) in maps.iter().enumerate() {
         let dim = first + i;
+        if shape.get(dim).copied() != Some(t.n_in) {
+            return Err(Error::shape("resample", format!("dim {dim} of {shape:?} is not {}", t.n_in)));
+        }
         let outer: usize = shape[..dim].iter().product();
         let inner: usize = shape[dim + 1..].iter().product();
         let mut out = vec![0i64; outer * t.n_out() * inner];

@@ -50,11 +50,6 @@ pub(crate) fn from_real<R: Real>(v: Vec<R>, shape: &[usize], dtype: DType) -> Re
     t.to_dtype(dtype)
 }
 
-/// Shape as i64 (for `reshape`).
-pub(crate) fn ishape(s: &[usize]) -> Vec<i64> {
-    s.iter().map(|&x| x as i64).collect()
-}
-
 impl Tensor {
     /// `x.abs()` as a composite (gradient `sign(x)`, 0 at 0 like PyTorch).
     pub(crate) fn nn_abs(&self) -> Result<Tensor> {
@@ -78,10 +73,6 @@ impl Tensor {
     pub(crate) fn nn_relu(&self) -> Result<Tensor> {
         let z = self.zeros_like()?;
         self.gt_scalar(0)?.where_(self, &z)
-    }
-    /// Elementwise `max(a, b)` (gradient to `a` on ties).
-    pub(crate) fn nn_maximum(&self, b: &Tensor) -> Result<Tensor> {
-        self.ge(b)?.where_(self, b)
     }
     /// Elementwise `min(a, b)` (gradient to `a` on ties).
     pub(crate) fn nn_minimum(&self, b: &Tensor) -> Result<Tensor> {
@@ -127,11 +118,6 @@ impl Tensor {
     pub(crate) fn nn_softplus(&self) -> Result<Tensor> {
         let e = self.nn_abs()?.neg()?.exp()?.add_scalar(1.0)?.log()?;
         self.nn_relu()?.add(&e)
-    }
-    /// `sigmoid(x)` as `1 / (1 + exp(-x))`.
-    pub(crate) fn nn_sigmoid(&self) -> Result<Tensor> {
-        let one = self.ones_like()?;
-        one.div(&self.neg()?.exp()?.add_scalar(1.0)?)
     }
     /// The vector p-norm over `dims` (`linalg.vector_norm`), as a composite.
     pub(crate) fn nn_norm(&self, p: f64, dims: &[i64], keepdim: bool) -> Result<Tensor> {
