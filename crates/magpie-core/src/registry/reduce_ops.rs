@@ -144,8 +144,145 @@ fn softmax_dim(a: &mut Args, x: &Tensor) -> Result<i64> {
     })
 }
 
+/// `torch.masked`'s input: `x` where `mask` (broadcast to `x`'s shape) is true, `fill` elsewhere.
+fn masked_input(a: &mut Args, x: &Tensor, fill: f64) -> Result<Tensor> {
+    let Some(m) = a.opt_tensor(KW, "mask")? else { return Ok(x.clone()) };
+    let m = if m.dtype() == DType::Bool { m } else { m.ne_scalar(0)? };
+    let m = m.broadcast_to(x.shape())?;
+    let f = if x.dtype().is_integral() {
+        // infinities become the dtype's extremes
+        let v = if fill == f64::INFINITY { i64::MAX } else if fill == f64::NEG_INFINITY { i64::MIN } else { fill as i64 };
+        let v = match x.dtype() {
+            DType::I32 => v.clamp(i32::MIN as i64, i32::MAX as i64),
+            DType::I16 => v.clamp(i16::MIN as i64, i16::MAX as i64),
+            DType::I8 => v.clamp(i8::MIN as i64, i8::MAX as i64),
+            DType::U8 => v.clamp(0, 255),
+            DType::Bool => v.clamp(0, 1),
+            _ => v,
+        };
+        Tensor::scalar_tensor(v, x.dtype(), x.device())?
+    } else {
+        Tensor::scalar_tensor(fill, x.dtype(), x.device())?
+    };
+    m.where_(x, &f)
+}
+
+/// The masked reductions' `(input, dim=None, *, keepdim=False, dtype=None)` arguments; the
+/// input is converted to `dtype` first.
+fn masked_reduce_args(a: &mut Args) -> Result<(Tensor, Option<Vec<i64>>, bool)> {
+    let x = a.tensor(0, "input")?;
+    let dims = a.opt_ints(1, "dim")?;
+    let keep = a.bool_or(KW, "keepdim", false)?;
+    let x = match a.opt_dtype(KW, "dtype")? {
+        Some(dt) => x.to_dtype(dt)?,
+        None => x,
+    };
+    Ok((x, dims, keep))
+}
+
+fn register_masked(r: &mut Registry) {
+    r.add("masked.sum", |a| {
+        let (x, dims, keep) = masked_reduce_args(a)?;
+        let m = masked_input(a, &x, 0.0)?;
+        t(m.sum_dims(dims.as_deref(), keep, None)?)
+    });
+    r.add("masked.prod", |a| {
+        let (x, dims, keep) = masked_reduce_args(a)?;
+        let m = masked_input(a, &x, 1.0)?;
+        let all: Vec<i64> = (0..m.ndim() as i64).collect();
+        let dims = match dims {
+            Some(d) if !d.is_empty() => d,
+            _ => all,
+        };
+        let mut out = m;
+        for &d in &dims {
+            out = out.prod_dim(Some(d), true, None)?;
+        }
+        if !keep && out.ndim() > 0 {
+            out = out.squeeze_dims(&dims)?;
+        }
+        t(out)
+    });
+    r.add_all(&["masked.amax", "masked.amin"], |a| {
+        let (x, dims, keep) = masked_reduce_args(a)?;
+        let max = a.op() == "masked.amax";
+        let m = masked_input(a, &x, if max { f64::NEG_INFINITY } else { f64::INFINITY })?;
+        let d = dims.unwrap_or_default();
+        t(if max { m.amax(&d, keep)? } else { m.amin(&d, keep)? })
+    });
+    r.add_all(&["masked.argmax", "masked.argmin"], |a| {
+        let x = a.tensor(0, "input")?;
+        let dim = a.opt_int(1, "dim")?;
+        let keep = a.bool_or(KW, "keepdim", false)?;
+        let max = a.op() == "masked.argmax";
+        let m = masked_input(a, &x, if max { f64::NEG_INFINITY } else { f64::INFINITY })?;
+        t(if max { m.argmax(dim, keep)? } else { m.argmin(dim, keep)? })
+    });
+    r.add("masked.mean", |a| {
+        let (x, dims, keep) = masked_reduce_args(a)?;
+        let mask = a.opt_tensor(KW, "mask")?;
+        match mask {
+            None => t(x.mean_dims(dims.as_deref(), keep, None)?),
+            Some(mk) => {
+                let mb = if mk.dtype() == DType::Bool { mk } else { mk.ne_scalar(0)? }.broadcast_to(x.shape())?;
+                let z = Tensor::scalar_tensor(0i64, x.dtype(), x.device())?;
+                let total = mb.where_(&x, &z)?.sum_dims(dims.as_deref(), keep, None)?;
+                let count = mb.sum_dims(dims.as_deref(), keep, None)?;
+                t(total.div(&count)?)
+            }
+        }
+    });
+    r.add("masked.logsumexp", |a| {
+        let (x, dims, keep) = masked_reduce_args(a)?;
+        let m = masked_input(a, &x, f64::NEG_INFINITY)?;
+        t(m.logsumexp(&dims.unwrap_or_default(), keep)?)
+    });
+    r.add("masked.norm", |a| {
+        let x = a.tensor(0, "input")?;
+        let p = a.float(1, "ord")?;
+        let dims = a.opt_ints(2, "dim")?;
+        let keep = a.bool_or(KW, "keepdim", false)?;
+        let dt = a.opt_dtype(KW, "dtype")?;
+        let m = masked_input(a, &x, if p == f64::NEG_INFINITY { f64::INFINITY } else { 0.0 })?;
+        t(m.norm_p(p, dims.as_deref(), keep, dt)?)
+    });
+    r.add_all(&["masked.cumsum", "masked.cumprod"], |a| {
+        let x = a.tensor(0, "input")?;
+        let d = a.int(1, "dim")?;
+        let dt = a.opt_dtype(KW, "dtype")?;
+        let sum = a.op() == "masked.cumsum";
+        let m = masked_input(a, &x, if sum { 0.0 } else { 1.0 })?;
+        t(if sum { m.cumsum(d, dt)? } else { m.cumprod(d, dt)? })
+    });
+    r.add_all(&["masked.softmax", "masked.log_softmax", "masked.softmin"], |a| {
+        let x = a.tensor(0, "input")?;
+        let d = a.int(1, "dim")?;
+        let dt = a.opt_dtype(KW, "dtype")?;
+        let op = a.op().to_string();
+        let m = masked_input(a, &x, if op == "masked.softmin" { f64::INFINITY } else { f64::NEG_INFINITY })?;
+        t(match op.as_str() {
+            "masked.softmax" => m.softmax(d, dt)?,
+            "masked.log_softmax" => m.log_softmax(d, dt)?,
+            _ => m.softmin(d, dt)?,
+        })
+    });
+    r.add("masked.median", |a| {
+        let x = a.tensor(0, "input")?;
+        let d = a.int_or(1, "dim", -1)?;
+        let keep = a.bool_or(KW, "keepdim", false)?;
+        let x = match a.opt_dtype(KW, "dtype")? {
+            Some(dt) => x.to_dtype(dt)?,
+            None => x,
+        };
+        let xf = if x.dtype().is_float() { x.clone() } else { x.to_dtype(DType::F32)? };
+        let m = masked_input(a, &xf, f64::NAN)?;
+        t(m.nanmedian_dim(d, keep)?.0)
+    });
+}
+
 /// Registers this family's ops.
 pub(crate) fn register(r: &mut Registry) {
+    register_masked(r);
     // sums and products
     r.add("sum", |a| {
         let (x, dims, keep, dt) = dims_keep_dtype(a)?;

@@ -1,4 +1,4 @@
-//! Norm-like reductions: `logsumexp`, vector `norm` (p, inf, -inf, 0, fro), `dist`, `trace`.
+//! Norm-like reductions: `logsumexp`, vector `norm` (p, inf, -inf, 0, fro), `dist`.
 
 use super::{abs, isnan, reduce_dims, reduce_rows, reduced_shape, sgn};
 use crate::autograd::{self, no_grad, Saved};
