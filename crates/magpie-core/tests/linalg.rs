@@ -145,7 +145,8 @@ fn solve_inv_det_identities_and_gradients() {
     gradcheck(|x| la::det(x).unwrap(), &a, 1e-5);
     gradcheck(|x| la::inv(x).unwrap(), &a, 1e-5);
     gradcheck(|x| la::solve(x, &b, true).unwrap(), &a, 1e-5);
-    gradcheck(|x| la::solve_triangular(x, &b, true, false, false).unwrap(), &a, 1e-5);
+    gradcheck(|x| la::solve_triangular(x, &b, true, true, false).unwrap(), &a, 1e-5);
+    gradcheck(|x| la::solve_triangular(x, &b.t().unwrap(), false, false, true).unwrap(), &a, 1e-5);
 }
 
 #[test]
@@ -180,5 +181,23 @@ fn decomposition_gradients() {
     gradcheck(|x| la::eigh(&x.add(&x.t().unwrap()).unwrap(), "L").unwrap().0, &randt(&[4, 4], 45), 1e-5);
     for shape in [[3usize, 5], [5, 3], [4, 4]] {
         gradcheck(|x| la::lu_factor_ex(x).unwrap().0, &randt(&shape, 46), 1e-5);
+    }
+}
+
+/// GEMM throughput at the benchmark's sizes (run with `--ignored --nocapture`).
+#[test]
+#[ignore]
+fn gemm_throughput() {
+    for &(m, k, n) in &[(256, 256, 256), (512, 512, 512), (1024, 1024, 1024), (2048, 2048, 2048), (4096, 768, 3072)] {
+        let a = randt(&[m, k], 1).to_dtype(DType::F32).unwrap();
+        let b = randt(&[k, n], 2).to_dtype(DType::F32).unwrap();
+        let _ = a.matmul(&b).unwrap();
+        let reps = (2e10 / (2.0 * (m * n * k) as f64)).clamp(1.0, 50.0) as usize;
+        let t = std::time::Instant::now();
+        for _ in 0..reps {
+            let _ = a.matmul(&b).unwrap();
+        }
+        let dt = t.elapsed().as_secs_f64() / reps as f64;
+        println!("{m}x{k}@{k}x{n}: {:.3} ms, {:.1} GFLOP/s", dt * 1e3, 2.0 * (m * n * k) as f64 / dt / 1e9);
     }
 }

@@ -280,7 +280,9 @@ pub fn householder_product(a: &Tensor, tau: &Tensor) -> Result<Tensor> {
     if tau.ndim() != a.ndim() - 1 || k > n {
         return Err(Error::shape(op, format!("{op}: input.shape[-1] must be greater than or equal to tau.shape[-1]")));
     }
-    let dt = a.dtype();
+    // products of k reflectors accumulate rounding: build them in f64 and round once
+    let (out_dt, dt) = (a.dtype(), crate::DType::F64);
+    let (a, tau) = (&a.to_dtype(dt)?, &tau.to_dtype(dt)?);
     let mut q = eye(m, m, dt)?;
     for i in 0..k {
         let mut below = vec![0.0; m];
@@ -294,5 +296,5 @@ pub fn householder_product(a: &Tensor, tau: &Tensor) -> Result<Tensor> {
         let h = eye(m, m, dt)?.sub(&v.unsqueeze(-1)?.mul(&v.unsqueeze(-2)?)?.mul(&t)?)?;
         q = q.matmul(&h)?;
     }
-    q.matmul(&eye(m, n, dt)?)
+    q.matmul(&eye(m, n, dt)?)?.to_dtype(out_dt)
 }

@@ -5,7 +5,6 @@
 use super::dense;
 use super::util::{build, eye, mats, square, tril, triu, Mats};
 use crate::autograd::{self, Saved};
-use crate::dtype::DType;
 use crate::shape::broadcast_shapes;
 use crate::tensor::Tensor;
 use crate::{Error, Result};
@@ -186,9 +185,10 @@ pub fn slogdet(a: &Tensor) -> Result<(Tensor, Tensor)> {
     let sign = build(s, &m.batch, a.dtype())?;
     let logabs = build(l, &m.batch, a.dtype())?;
     let sa = Saved::new("slogdet", a);
-    autograd::record("LinalgSlogdet", &[a], &[logabs.clone()], move |_, g| {
+    // both outputs belong to the node (the sign's gradient is zero, as in PyTorch)
+    autograd::record("LinalgSlogdet", &[a], &[sign.clone(), logabs.clone()], move |_, g| {
         let a = sa.get()?;
-        Ok(vec![Some(inv(&a)?.mt()?.mul(&g[0].unsqueeze(-1)?.unsqueeze(-1)?)?)])
+        Ok(vec![Some(inv(&a)?.mt()?.mul(&g[1].unsqueeze(-1)?.unsqueeze(-1)?)?)])
     });
     Ok((sign, logabs))
 }
@@ -256,11 +256,6 @@ pub fn cholesky_inverse(l: &Tensor, upper: bool) -> Result<Tensor> {
     cholesky_solve(&id, l, upper)
 }
 
-/// The `info` tensor of the `_ex` variants (int32, one per matrix).
-pub(crate) fn info_tensor(infos: Vec<i32>, batch: &[usize]) -> Result<Tensor> {
-    Tensor::from_vec(infos, batch)
-}
-
 /// `info` of `inv_ex`/`solve_ex`: the first zero pivot of each LU (0 when invertible).
 pub(crate) fn lu_infos(a: &Tensor, op: &str) -> Result<(Vec<i32>, Vec<usize>)> {
     let m = square(op, a)?;
@@ -271,6 +266,3 @@ pub(crate) fn lu_infos(a: &Tensor, op: &str) -> Result<(Vec<i32>, Vec<usize>)> {
     }
     Ok((v, m.batch))
 }
-
-/// dtype of the pivots / info outputs.
-pub(crate) const INFO_DTYPE: DType = DType::I32;

@@ -136,8 +136,3 @@ pub(crate) fn abs(x: &Tensor) -> Result<Tensor> {
     };
     x.mul(&s)
 }
-
-/// Checks `A` and `B` of a solve: `A` square, batch dims broadcastable, rows matching.
-pub(crate) fn ones(shape: &[usize], dtype: DType) -> Result<Tensor> {
-    Tensor::ones_on(shape, dtype, crate::Device::Cpu)
-}
