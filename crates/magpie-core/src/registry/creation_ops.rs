@@ -394,12 +394,12 @@ pub(crate) fn register(r: &mut Registry) {
                 if v.ndim() != 0 {
                     return Err(Error::value("fill", format!("fill only supports 0-dimension value tensor but got tensor with {} dimensions.", v.ndim())));
                 }
-                v.item()?
+                crate::ops::index::FillValue::Tensor(v)
             }
-            Some(v) => v.as_scalar().ok_or_else(|| Error::value("fill", "value must be a number"))?,
+            Some(v) => crate::ops::index::FillValue::Scalar(v.as_scalar().ok_or_else(|| Error::value("fill", "value must be a number"))?),
             None => return Err(Error::value("fill", "missing value")),
         };
-        t(Tensor::full_on(x.shape(), v, x.dtype(), x.device())?)
+        t(x.fill(&v)?)
     });
     r.add("fill_", |a| {
         let x = a.tensor(0, "input")?;

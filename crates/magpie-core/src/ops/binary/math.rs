@@ -83,13 +83,13 @@ spec!(ATAN2, "atan2", "atan2", Promote::IntToFloat, f32::atan2, f64::atan2, None
     }));
 spec!(HYPOT, "hypot", "hypot", Promote::Same, f32::hypot, f64::hypot, None, None, None, None,
     Some(|a, b, o, g| {
-        let k = g.div(o)?;
+        let k = g.div(&o()?)?;
         Ok((Some(k.mul(a)?), Some(k.mul(b)?)))
     }));
 spec!(COPYSIGN, "copysign", "copysign", Promote::IntToFloat, f32::copysign, f64::copysign, None, None, None, None,
     Some(|a, _, o, g| {
         // d/da copysign(a, b) = sign(a) * sign(b) = out / a, taken as 0 where a == 0
-        let r = o.div(a)?;
+        let r = o()?.div(a)?;
         let ga = a.eq_scalar(0)?.where_(&r.zeros_like()?, &g.mul(&r)?)?;
         Ok((Some(ga), None))
     }));

@@ -14,7 +14,9 @@ use crate::{Error, Result};
 use num_complex::{Complex32, Complex64};
 
 /// Gradients of a binary op: `(ctx-free) (a, b, out, grad) -> (grad_a, grad_b)`, before un-broadcasting.
-pub type BinaryBackward = fn(&Tensor, &Tensor, &Tensor, &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)>;
+/// The third argument gives the op's output on demand, so rules that do not need it keep
+/// working when the output was modified in place afterwards (as in PyTorch).
+pub type BinaryBackward = fn(&Tensor, &Tensor, &dyn Fn() -> Result<Tensor>, &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)>;
 
 /// How a binary op's result dtype follows from its inputs.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -137,8 +139,7 @@ pub fn binary(spec: &'static BinarySpec, a: Operand, b: Operand) -> Result<Tenso
             let (sha, shb) = (ta.shape().to_vec(), tb.shape().to_vec());
             autograd::record(spec.name, &[&ta, &tb], &[out.clone()], move |ctx, g| {
                 let (x, y) = (sa.get()?, sb.get()?);
-                let o = ctx.output(0)?;
-                let (ga, gb) = bw(&x, &y, &o, &g[0])?;
+                let (ga, gb) = bw(&x, &y, &|| ctx.output(0), &g[0])?;
                 let ga = match ga {
                     Some(t) if ctx.needs_input_grad(0) => Some(t.sum_to_size(&sha)?),
                     _ => None,

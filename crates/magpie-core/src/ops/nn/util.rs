@@ -50,125 +50,39 @@ pub(crate) fn from_real<R: Real>(v: Vec<R>, shape: &[usize], dtype: DType) -> Re
     t.to_dtype(dtype)
 }
 
+// Short names the nn ops use, over the shared op families.
 impl Tensor {
-    /// `x.abs()` as a composite (gradient `sign(x)`, 0 at 0 like PyTorch).
+    /// `x.abs()`.
     pub(crate) fn nn_abs(&self) -> Result<Tensor> {
-        let z = self.zeros_like()?;
-        let neg = self.lt_scalar(0)?;
-        let pos = self.gt_scalar(0)?;
-        let a = neg.where_(&self.neg()?, &z)?;
-        pos.where_(self, &a)
+        self.abs()
     }
-    /// `x.clamp_min(v)` as a composite (gradient passes where `x >= v`, as PyTorch's clamp).
+    /// `x.clamp_min(v)`.
     pub(crate) fn nn_clamp_min(&self, v: f64) -> Result<Tensor> {
-        let c = self.full_like(v)?;
-        self.lt_scalar(v)?.where_(&c, self)
+        self.clamp_min(v)
     }
-    /// `x.clamp_max(v)` as a composite.
+    /// `x.clamp_max(v)`.
     pub(crate) fn nn_clamp_max(&self, v: f64) -> Result<Tensor> {
-        let c = self.full_like(v)?;
-        self.gt_scalar(v)?.where_(&c, self)
+        self.clamp_max(v)
     }
-    /// `relu(x)`.
-    pub(crate) fn nn_relu(&self) -> Result<Tensor> {
-        let z = self.zeros_like()?;
-        self.gt_scalar(0)?.where_(self, &z)
-    }
-    /// Elementwise `min(a, b)` (gradient to `a` on ties).
+    /// Elementwise `min(a, b)` with the gradient to `a` on ties (what the distance losses want).
     pub(crate) fn nn_minimum(&self, b: &Tensor) -> Result<Tensor> {
         self.le(b)?.where_(self, b)
     }
-    /// The max over `dim` with keepdim, not differentiated (a shift for stable log-sum-exp).
-    pub(crate) fn nn_amax_nograd(&self, dim: usize) -> Result<Tensor> {
-        let _ng = autograd::no_grad();
-        let mut shape = self.shape().to_vec();
-        if shape.is_empty() {
-            return Ok(self.detach());
-        }
-        shape[dim] = 1;
-        let (v, _) = crate::ops::reduce::reduce_rows::<f64, f64>(self, &[dim], |r| {
-            let m = r.iter().fold(f64::NEG_INFINITY, |a, &b| if b > a || b.is_nan() { b } else { a });
-            if m.is_infinite() { 0.0 } else { m }
-        })?;
-        from_real::<f64>(v, &shape, self.dtype())
-    }
-    /// `log_softmax(x, dim)` as a composite: `x - m - log(sum(exp(x - m)))`.
+    /// `log_softmax(x, dim)`.
     pub(crate) fn nn_log_softmax(&self, dim: i64) -> Result<Tensor> {
-        if self.ndim() == 0 {
-            return self.sub(self);
-        }
-        let d = crate::shape::wrap_dim("log_softmax", dim, self.ndim())?;
-        let m = self.nn_amax_nograd(d)?;
-        let s = self.sub(&m)?;
-        let lse = s.exp()?.sum_dims(Some(&[d as i64]), true, None)?.log()?;
-        s.sub(&lse)
+        self.log_softmax(dim, None)
     }
-    /// `softmax(x, dim)` as a composite.
+    /// `softmax(x, dim)`.
     pub(crate) fn nn_softmax(&self, dim: i64) -> Result<Tensor> {
-        if self.ndim() == 0 {
-            return self.ones_like();
-        }
-        let d = crate::shape::wrap_dim("softmax", dim, self.ndim())?;
-        let m = self.nn_amax_nograd(d)?;
-        let e = self.sub(&m)?.exp()?;
-        let s = e.sum_dims(Some(&[d as i64]), true, None)?;
-        e.div(&s)
+        self.softmax(dim, None)
     }
-    /// `log(1 + exp(x))` computed stably: `max(x, 0) + log(1 + exp(-|x|))`.
+    /// `log(1 + exp(x))` computed stably: `max(x, 0) + log(1 + exp(-|x|))` (no threshold).
     pub(crate) fn nn_softplus(&self) -> Result<Tensor> {
-        let e = self.nn_abs()?.neg()?.exp()?.add_scalar(1.0)?.log()?;
-        self.nn_relu()?.add(&e)
+        let e = self.abs()?.neg()?.exp()?.log1p()?;
+        self.relu()?.add(&e)
     }
-    /// The vector p-norm over `dims` (`linalg.vector_norm`), as a composite.
+    /// The vector p-norm over `dims` (`linalg.vector_norm`).
     pub(crate) fn nn_norm(&self, p: f64, dims: &[i64], keepdim: bool) -> Result<Tensor> {
-        let a = self.nn_abs()?;
-        if p == 2.0 {
-            return self.mul(self)?.sum_dims(Some(dims), keepdim, None)?.sqrt();
-        }
-        if p == 1.0 {
-            return a.sum_dims(Some(dims), keepdim, None);
-        }
-        if p.is_infinite() {
-            return nn_reduce_extreme(&a, dims, keepdim, p > 0.0);
-        }
-        if p == 0.0 {
-            let nz = self.ne_scalar(0)?.to_dtype(self.dtype())?;
-            return nz.sum_dims(Some(dims), keepdim, None);
-        }
-        a.pow_scalar(p)?.sum_dims(Some(dims), keepdim, None)?.pow_scalar(1.0 / p)
-    }
-}
-
-/// Max (or min) over `dims` as a composite: the gradient goes (split evenly) to the extreme
-/// elements, as PyTorch's amax/amin.
-pub(crate) fn nn_reduce_extreme(x: &Tensor, dims: &[i64], keepdim: bool, max: bool) -> Result<Tensor> {
-    let d = crate::ops::reduce::reduce_dims("amax", x, Some(dims))?;
-    let mut shape = crate::ops::reduce::reduced_shape(x.shape(), &d, true);
-    if x.ndim() == 0 {
-        shape = vec![];
-    }
-    let m = {
-        let _ng = autograd::no_grad();
-        let (v, _) = crate::ops::reduce::reduce_rows::<f64, f64>(x, &d, |r| {
-            let init = if max { f64::NEG_INFINITY } else { f64::INFINITY };
-            r.iter().fold(init, |a, &b| if b.is_nan() || a.is_nan() { f64::NAN } else if (max && b > a) || (!max && b < a) { b } else { a })
-        })?;
-        from_real::<f64>(v, &shape, x.dtype())?
-    };
-    // the mask of extreme elements, normalised so that the gradient is shared among ties
-    let mask = x.eq(&m)?.to_dtype(x.dtype())?;
-    let cnt = mask.sum_dims(Some(&d.iter().map(|&v| v as i64).collect::<Vec<_>>()), true, None)?;
-    let w = mask.div(&cnt)?;
-    let out = x.mul(&w)?.sum_dims(Some(&d.iter().map(|&v| v as i64).collect::<Vec<_>>()), true, None)?;
-    // keep NaN / inf values exactly (x * w would turn inf * 0 into NaN)
-    let out = {
-        let isfin = m.sub(&m)?.eq_scalar(0)?;
-        isfin.where_(&out, &m)?
-    };
-    if keepdim {
-        Ok(out)
-    } else {
-        let dd: Vec<i64> = d.iter().map(|&v| v as i64).collect();
-        out.squeeze_dims(&dd)
+        crate::ops::linalg::vector_norm(self, p, Some(dims), keepdim, None)
     }
 }
