@@ -28,9 +28,9 @@ fn fill<O: Element>(n: usize, f: impl Fn(usize, &mut [MaybeUninit<O>]) + Sync + 
     let mut out: Vec<O> = Vec::with_capacity(n);
     let spare = &mut out.spare_capacity_mut()[..n];
     if n < PAR_MIN {
-        f(0, spare);
+        super::simd::with_best(|| f(0, spare));
     } else {
-        spare.par_chunks_mut(CHUNK).enumerate().for_each(|(k, c)| f(k * CHUNK, c));
+        spare.par_chunks_mut(CHUNK).enumerate().for_each(|(k, c)| super::simd::with_best(|| f(k * CHUNK, c)));
     }
     // SAFETY: `f` writes every element of every chunk (each caller's loop covers its chunk).
     unsafe { out.set_len(n) };

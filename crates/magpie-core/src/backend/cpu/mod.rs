@@ -2,6 +2,7 @@
 
 mod access;
 mod elementwise;
+pub mod simd;
 pub mod vmath;
 pub mod gemm;
 

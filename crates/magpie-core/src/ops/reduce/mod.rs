@@ -101,10 +101,15 @@ pub fn reduce_rows<T: Element, O: Element>(
         if inner == 0 {
             return (0..outer).map(|_| f(&[])).collect::<Vec<O>>();
         }
+        use crate::backend::cpu::simd::with_best as simd;
         if outer * inner >= 1 << 15 && outer > 1 {
-            x.par_chunks(inner).map(&f).collect()
+            // a group of rows per task, so the feature check and task overhead amortize
+            let rows = ((1 << 14) / inner).max(1);
+            let mut out: Vec<O> = Vec::with_capacity(outer);
+            out.par_extend(x.par_chunks(rows * inner).flat_map_iter(|block| simd(|| block.chunks(inner).map(&f).collect::<Vec<O>>())));
+            out
         } else {
-            x.chunks(inner).map(&f).collect()
+            simd(|| x.chunks(inner).map(&f).collect())
         }
     })?;
     Ok((out, inner))
