@@ -423,3 +423,15 @@ fn gradcheck_catches_a_wrong_backward() -> Result<()> {
     Ok(())
 }
 
+
+#[test]
+fn inplace_op_on_a_non_leaf_keeps_the_gradient() {
+    // y = 2x; y *= z; loss = sum(y)  =>  dloss/dx = 2z (PyTorch saves the original y)
+    let x = Tensor::from_vec(vec![1f64, -2., 3.], &[3]).unwrap().with_requires_grad().unwrap();
+    let z = Tensor::from_vec(vec![0.5f64, 4., -1.], &[3]).unwrap();
+    let y = x.mul_scalar(2.0).unwrap();
+    y.mul_(&z).unwrap();
+    y.add_scalar_(1.0).unwrap();
+    y.sum().unwrap().backward().unwrap();
+    assert_eq!(x.grad().unwrap().to_vec::<f64>().unwrap(), vec![1.0, 8.0, -2.0]);
+}

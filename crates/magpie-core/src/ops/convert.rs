@@ -105,6 +105,17 @@ impl Tensor {
         self.assign_(op, &r.to_dtype(self.dtype())?)
     }
 
+    /// What an in-place op should compute from: under autograd, a differentiable copy of this
+    /// tensor (PyTorch's `original_self`), so that the op's backward does not read the data the
+    /// in-place write is about to replace; otherwise this tensor itself.
+    pub(crate) fn inplace_src(&self) -> Result<Tensor> {
+        if is_grad_enabled() && self.requires_grad() {
+            self.copy()
+        } else {
+            Ok(self.clone())
+        }
+    }
+
     /// Writes `value`'s data into this tensor's elements (through views) and, under autograd,
     /// makes `value`'s history this tensor's history (PyTorch's in-place rebase).
     pub(crate) fn assign_(&self, op: &str, value: &Tensor) -> Result<Tensor> {

@@ -303,7 +303,7 @@ impl Tensor {
     }
     /// `x.clamp_(min, max)` in place.
     pub fn clamp_(&self, min: Option<f64>, max: Option<f64>) -> Result<Tensor> {
-        write_inplace("clamp_", self, &self.clamp(min, max)?)
+        write_inplace("clamp_", self, &self.inplace_src()?.clamp(min, max)?)
     }
     /// `torch.lerp(self, end, weight)` with a scalar weight.
     pub fn lerp(&self, end: &Tensor, weight: f64) -> Result<Tensor> {
@@ -323,11 +323,11 @@ impl Tensor {
     }
     /// `self.addcmul_(t1, t2, value=value)` in place (an optimizer step's building block).
     pub fn addcmul_(&self, t1: &Tensor, t2: &Tensor, value: impl Into<Scalar>) -> Result<Tensor> {
-        write_inplace("addcmul_", self, &self.addcmul(t1, t2, value)?)
+        write_inplace("addcmul_", self, &self.inplace_src()?.addcmul(t1, t2, value)?)
     }
     /// `self.addcdiv_(t1, t2, value=value)` in place.
     pub fn addcdiv_(&self, t1: &Tensor, t2: &Tensor, value: impl Into<Scalar>) -> Result<Tensor> {
-        write_inplace("addcdiv_", self, &self.addcdiv(t1, t2, value)?)
+        write_inplace("addcdiv_", self, &self.inplace_src()?.addcdiv(t1, t2, value)?)
     }
     /// `x.masked_fill(mask, value)` with a scalar value.
     pub fn masked_fill(&self, mask: &Tensor, value: impl Into<Scalar>) -> Result<Tensor> {

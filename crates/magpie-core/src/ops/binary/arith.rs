@@ -352,30 +352,30 @@ impl Tensor {
 
     /// `a.add_(b)` in place.
     pub fn add_(&self, other: &Tensor) -> Result<Tensor> {
-        write_inplace("add_", self, &self.add(other)?)
+        write_inplace("add_", self, &self.inplace_src()?.add(other)?)
     }
     /// `a.add_(s)` in place.
     pub fn add_scalar_(&self, s: impl Into<Scalar>) -> Result<Tensor> {
-        write_inplace("add_", self, &self.add_scalar(s)?)
+        write_inplace("add_", self, &self.inplace_src()?.add_scalar(s)?)
     }
     /// `a.sub_(b)` in place.
     pub fn sub_(&self, other: &Tensor) -> Result<Tensor> {
-        write_inplace("sub_", self, &self.sub(other)?)
+        write_inplace("sub_", self, &self.inplace_src()?.sub(other)?)
     }
     /// `a.mul_(b)` in place.
     pub fn mul_(&self, other: &Tensor) -> Result<Tensor> {
-        write_inplace("mul_", self, &self.mul(other)?)
+        write_inplace("mul_", self, &self.inplace_src()?.mul(other)?)
     }
     /// `a.mul_(s)` in place.
     pub fn mul_scalar_(&self, s: impl Into<Scalar>) -> Result<Tensor> {
-        write_inplace("mul_", self, &self.mul_scalar(s)?)
+        write_inplace("mul_", self, &self.inplace_src()?.mul_scalar(s)?)
     }
     /// `a.div_(b)` in place (integer tensors reject true division: the result is float).
     pub fn div_(&self, other: &Tensor) -> Result<Tensor> {
-        write_inplace("div_", self, &self.div(other)?)
+        write_inplace("div_", self, &self.inplace_src()?.div(other)?)
     }
     /// `a.pow_(b)` in place.
     pub fn pow_(&self, exponent: &Tensor) -> Result<Tensor> {
-        write_inplace("pow_", self, &self.pow(exponent)?)
+        write_inplace("pow_", self, &self.inplace_src()?.pow(exponent)?)
     }
 }
