@@ -435,3 +435,16 @@ fn inplace_op_on_a_non_leaf_keeps_the_gradient() {
     y.sum().unwrap().backward().unwrap();
     assert_eq!(x.grad().unwrap().to_vec::<f64>().unwrap(), vec![1.0, 8.0, -2.0]);
 }
+
+#[test]
+fn inplace_unary_on_a_non_leaf_keeps_the_gradient() {
+    // y = 2x; y.exp_(); loss = sum(y)  =>  dloss/dx = 2 exp(2x)
+    let x = Tensor::from_vec(vec![0.1f64, -0.3], &[2]).unwrap().with_requires_grad().unwrap();
+    let y = x.mul_scalar(2.0).unwrap();
+    y.exp_().unwrap();
+    y.sum().unwrap().backward().unwrap();
+    let g = x.grad().unwrap().to_vec::<f64>().unwrap();
+    for (gi, xi) in g.iter().zip([0.1f64, -0.3]) {
+        assert!((gi - 2.0 * (2.0 * xi).exp()).abs() < 1e-12, "{g:?}");
+    }
+}

@@ -10,7 +10,7 @@ macro_rules! inplace_methods {
         impl Tensor {$(
             #[doc = concat!("`x.", stringify!($m), "()`: `", stringify!($f), "` in place; errors where the result dtype cannot be stored in `x`.")]
             pub fn $m(&self) -> Result<Tensor> {
-                inplace(stringify!($m), self, self.$f())
+                inplace(stringify!($m), self, self.inplace_src().and_then(|s| s.$f()))
             }
         )*}
     };
