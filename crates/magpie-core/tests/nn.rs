@@ -5,13 +5,7 @@ use magpie_core::ops::nn::{self, loss, Padding, Reduction};
 use magpie_core::{autograd, Tensor};
 
 fn rand_vec(n: usize, seed: u64) -> Vec<f64> {
-    let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-    (0..n)
-        .map(|_| {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            ((s >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
-        })
-        .collect()
+    magpie_core::ops::random::Generator::new(seed).uniform(n).into_iter().map(|u| 2.0 * u - 1.0).collect()
 }
 
 fn t64(shape: &[usize], seed: u64) -> Tensor {

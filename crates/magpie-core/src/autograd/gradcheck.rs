@@ -165,13 +165,7 @@ pub fn gradcheck(f: impl Fn(&[Tensor]) -> Result<Vec<Tensor>>, inputs: &[Tensor]
 
 /// Deterministic values in [-1, 1) for `gradgradcheck`'s random grad_outputs.
 fn pseudo_random(n: usize, seed: u64) -> Vec<f64> {
-    let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-    (0..n)
-        .map(|_| {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            ((s >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
-        })
-        .collect()
+    crate::ops::random::Generator::new(seed).uniform(n).into_iter().map(|u| 2.0 * u - 1.0).collect()
 }
 
 /// `torch.autograd.gradgradcheck(f, inputs, grad_outputs)`: [`gradcheck`] of the function
