@@ -523,6 +523,9 @@ pub fn linear(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
     if x.dtype() != w.dtype() {
         return Err(Error::dtype(op, format!("expected m1 and m2 to have the same dtype, but got: {} != {}", x.dtype(), w.dtype())));
     }
+    if let Some(y) = super::linear::linear_gemm(x, w, bias)? {
+        return Ok(y);
+    }
     let outf = w2.shape()[0];
     let rows: usize = x.shape()[..x.ndim() - 1].iter().product();
     let x3 = x.reshape(&[rows as i64, inf as i64, 1])?;
