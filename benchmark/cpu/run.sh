@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # CPU benchmark: torch-magpie and PyTorch on the same cases, same machine, one run.
 # Needs a Python with torch: set PYTHON (default: python3). Usage: run.sh [cases.json]; writes
-# benchmark/cpu/results.md (or $RESULTS).
+# benchmark/cpu/results.md (or $RESULTS). BENCH_STAT=min reports the fastest run instead of the
+# median (for a machine shared with other work), BENCH_MIN_SECS the time per case (default 1).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=${PYTHON:-python3}
