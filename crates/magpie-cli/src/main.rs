@@ -73,7 +73,21 @@ fn main() -> ExitCode {
         let msg = info.payload().downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| info.payload().downcast_ref::<String>().cloned());
         eprintln!("magpie: internal error: {} (at {})", msg.unwrap_or_default(), info.location().map(|l| l.to_string()).unwrap_or_default());
     }));
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) if !e.use_stderr() => {
+            // --help and --version
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            // clap's message without its usage block: one line, like every other error
+            let msg = e.to_string();
+            let first = msg.lines().next().unwrap_or("invalid arguments").trim_start_matches("error: ");
+            eprintln!("magpie: {first} (see magpie --help)");
+            return ExitCode::from(2);
+        }
+    };
     let res = match cli.cmd.unwrap_or(Cmd::Demo { steps: 500, lr: 0.1 }) {
         Cmd::Demo { steps, lr } => demo(steps, lr),
         Cmd::Ops => {

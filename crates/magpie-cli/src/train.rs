@@ -25,7 +25,7 @@ pub struct TrainArgs {
     /// Text file to train on (UTF-8). Default: the built-in corpus (this project's Rust sources).
     #[arg(long)]
     pub corpus: Option<PathBuf>,
-    /// Optimizer steps [default: 600].
+    /// Optimizer steps [default: 500].
     #[arg(long)]
     pub steps: Option<usize>,
     /// Sequences per batch [default: 16].
@@ -149,7 +149,7 @@ pub fn run(a: TrainArgs) -> Result<()> {
             };
             mcfg.validate()?;
             let lr = a.lr.unwrap_or(3e-3);
-            let steps = a.steps.unwrap_or(600);
+            let steps = a.steps.unwrap_or(500);
             let tcfg = TrainConfig {
                 steps,
                 batch_size: a.batch_size.unwrap_or(16),
@@ -187,7 +187,7 @@ pub fn run(a: TrainArgs) -> Result<()> {
         tc.device
     );
     println!(
-        "training: {} steps of {}x{} tokens, AdamW lr {} (warmup {}, cosine to {}), seed {}{}",
+        "training: {} steps of {}x{} tokens, AdamW lr {:.1e} (warmup {}, cosine to {:.1e}), seed {}{}",
         tc.steps,
         tc.batch_size,
         mc.block_size,

@@ -1,0 +1,96 @@
+//! The built `magpie` binary: a tiny train/sample round trip, and bad input ending in one clear
+//! line on stderr with a non-zero exit (no panic, no backtrace).
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn magpie(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_magpie")).args(args).env("RUST_BACKTRACE", "1").output().expect("running magpie")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Asserts a failure with exactly one stderr line containing `needle`.
+fn fails_with(args: &[&str], needle: &str) {
+    let o = magpie(args);
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
+    assert!(!o.status.success(), "{args:?} should fail; stdout: {out}");
+    assert_eq!(err.lines().count(), 1, "{args:?}: stderr should be one line, got:\n{err}");
+    assert!(err.starts_with("magpie: ") && err.contains(needle), "{args:?}: expected {needle:?} in {err}");
+    assert!(!err.contains("panicked") && !err.contains("backtrace"), "{err}");
+    assert!(out.is_empty(), "{args:?}: nothing on stdout expected, got {out}");
+}
+
+const TINY: &[&str] = &["--steps", "4", "--n-layer", "1", "--n-head", "2", "--n-embd", "16", "--block-size", "16", "--batch-size", "2", "--eval-every", "2"];
+
+fn corpus(dir: &Path) -> String {
+    let p = dir.join("corpus.txt");
+    std::fs::write(&p, "fn main() { println!(\"hello, magpie\"); }\n".repeat(40)).unwrap();
+    p.display().to_string()
+}
+
+#[test]
+fn train_then_sample() {
+    let d = tempfile::tempdir().unwrap();
+    let c = corpus(d.path());
+    let out = d.path().join("ck").display().to_string();
+    let mut args = vec!["train", "--corpus", &c, "--out", &out, "--sample-tokens", "20"];
+    args.extend_from_slice(TINY);
+    let o = magpie(&args);
+    let s = text(&o.stdout);
+    assert!(o.status.success(), "stdout: {s}\nstderr: {}", text(&o.stderr));
+    assert!(s.contains("unigram baseline"), "{s}");
+    assert!(s.contains("step     4: train loss"), "{s}");
+    assert!(s.contains("sample (temperature"), "{s}");
+    let o = magpie(&["sample", "--checkpoint", &out, "--prompt", "fn ", "--max-new-tokens", "30", "--top-k", "5", "--top-p", "0.9", "--seed", "3"]);
+    let s = text(&o.stdout);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(s.starts_with("fn ") && s.trim_end().chars().count() >= 3, "{s}");
+    // same seed, same text
+    let again = magpie(&["sample", "--checkpoint", &out, "--prompt", "fn ", "--max-new-tokens", "30", "--top-k", "5", "--top-p", "0.9", "--seed", "3"]);
+    assert_eq!(text(&again.stdout), s);
+    // a finished run cannot be resumed; flags that the checkpoint fixes are refused
+    fails_with(&["train", "--corpus", &c, "--resume", &out, "--out", &out], "already finished its 4 steps");
+    fails_with(&["train", "--corpus", &c, "--resume", &out, "--n-layer", "3"], "--n-layer cannot be combined with --resume");
+    // a character the model never saw
+    fails_with(&["sample", "--checkpoint", &out, "--prompt", "é"], "not in the model's vocabulary");
+    // damage the checkpoint
+    let model = Path::new(&out).join("model.safetensors");
+    let b = std::fs::read(&model).unwrap();
+    std::fs::write(&model, &b[..b.len() - 7]).unwrap();
+    fails_with(&["sample", "--checkpoint", &out], "truncated");
+    fails_with(&["train", "--corpus", &c, "--resume", &out], "truncated");
+}
+
+#[test]
+fn bad_input_is_one_line() {
+    let d = tempfile::tempdir().unwrap();
+    let c = corpus(d.path());
+    let out = d.path().join("ck").display().to_string();
+    fails_with(&["train", "--corpus", "/nonexistent/corpus.txt"], "cannot read corpus /nonexistent/corpus.txt");
+    let empty = d.path().join("empty.txt");
+    std::fs::write(&empty, "").unwrap();
+    fails_with(&["train", "--corpus", &empty.display().to_string()], "is empty");
+    let short = d.path().join("short.txt");
+    std::fs::write(&short, "abc").unwrap();
+    fails_with(&["train", "--corpus", &short.display().to_string(), "--out", &out], "corpus is too short");
+    let bin = d.path().join("bin.dat");
+    std::fs::write(&bin, [0xffu8, 0xfe, 0x00]).unwrap();
+    fails_with(&["train", "--corpus", &bin.display().to_string()], "not UTF-8");
+    fails_with(&["train", "--corpus", &c, "--n-embd", "30", "--n-head", "4"], "n_embd (30) must be divisible by n_head (4)");
+    fails_with(&["train", "--corpus", &c, "--steps", "0"], "steps must be at least 1");
+    fails_with(&["train", "--corpus", &c, "--lr=-1"], "learning rate");
+    fails_with(&["train", "--corpus", &c, "--steps", "many"], "invalid value 'many' for '--steps");
+    fails_with(&["train", "--bogus"], "unexpected argument '--bogus'");
+    fails_with(&["train", "--corpus", &c, "--device", "cuda"], "CUDA is not available");
+    fails_with(&["train", "--corpus", &c, "--device", "tpu"], "expected one of cpu, cuda");
+    fails_with(&["train", "--corpus", &c, "--dtype", "bfloat16"], "not supported for training");
+    fails_with(&["train", "--corpus", &c, "--resume", "/nonexistent/ck"], "no checkpoint at /nonexistent/ck");
+    fails_with(&["sample", "--checkpoint", "/nonexistent/ck"], "no checkpoint at /nonexistent/ck");
+    fails_with(&["sample", "--checkpoint", d.path().to_str().unwrap()], "is not a checkpoint");
+    fails_with(&["sample", "--checkpoint", &out, "--temperature=-1"], "temperature must be >= 0");
+    // nothing was written by the failed runs
+    assert!(!Path::new(&out).exists());
+}
