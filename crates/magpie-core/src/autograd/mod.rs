@@ -32,7 +32,9 @@ mod function;
 pub mod functional;
 mod gradcheck;
 mod grad_mode;
+pub(crate) mod inplace;
 mod node;
+pub(crate) mod view;
 
 pub use anomaly::{detect_anomaly, is_anomaly_enabled, set_detect_anomaly, AnomalyGuard};
 pub use engine::{backward, grad};

@@ -217,7 +217,7 @@ pub fn record(
 }
 
 /// `layer_norm` -> `LayerNorm`, `mul` -> `Mul` (PyTorch's node names).
-fn camel(name: &str) -> String {
+pub(crate) fn camel(name: &str) -> String {
     let mut out = String::with_capacity(name.len());
     let mut up = true;
     for c in name.chars() {
