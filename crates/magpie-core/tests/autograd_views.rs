@@ -414,3 +414,62 @@ fn in_place_on_non_grad_tensor_saves_original() -> Result<()> {
     assert_eq!(w.grad().unwrap().to_vec::<f64>()?, vec![2., 3., 4.]);
     Ok(())
 }
+
+#[test]
+fn saved_tensor_hooks_pack_unpack_and_double_backward() -> Result<()> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let (packs, unpacks) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (p, u) = (packs.clone(), unpacks.clone());
+    let xs = [0.5f64, -1.0, 2.0];
+    let x = leaf3();
+    let y = {
+        // saved tensors kept as host vectors only (as an offloading hook would)
+        let _h = autograd::saved_tensors_hooks(
+            move |t: &Tensor| {
+                p.fetch_add(1, Ordering::Relaxed);
+                Ok((t.to_vec::<f64>()?, t.shape().to_vec()))
+            },
+            move |(v, s): &(Vec<f64>, Vec<usize>)| {
+                u.fetch_add(1, Ordering::Relaxed);
+                Tensor::from_vec(v.clone(), s)
+            },
+        );
+        x.sin()?.mul(&x)?.sum()? // y = sum x sin x
+    };
+    assert!(packs.load(Ordering::Relaxed) >= 2);
+    let g = autograd::grad(&[y], &[x.clone()], &[], false, true, false)?.remove(0).unwrap();
+    assert!(unpacks.load(Ordering::Relaxed) >= 2);
+    let want: Vec<f64> = xs.iter().map(|v| v.sin() + v * v.cos()).collect();
+    assert_eq!(g.to_vec::<f64>()?.len(), 3);
+    for (a, b) in g.to_vec::<f64>()?.iter().zip(&want) {
+        assert!((a - b).abs() < 1e-12, "{a} vs {b}");
+    }
+    // the unpacked tensors keep x's history: the second derivative 2 cos x - x sin x flows
+    let gg = autograd::grad(&[g.sum()?], &[x.clone()], &[], false, false, false)?.remove(0).unwrap();
+    let want2: Vec<f64> = xs.iter().map(|v| 2.0 * v.cos() - v * v.sin()).collect();
+    for (a, b) in gg.to_vec::<f64>()?.iter().zip(&want2) {
+        assert!((a - b).abs() < 1e-12, "{a} vs {b}");
+    }
+    // disabled: nothing is packed
+    let before = packs.load(Ordering::Relaxed);
+    {
+        let _off = autograd::disable_saved_tensors_hooks();
+        x.sin()?.sum()?.backward()?;
+    }
+    assert_eq!(packs.load(Ordering::Relaxed), before);
+    Ok(())
+}
+
+#[test]
+fn as_strided_of_a_non_contiguous_input_gradchecks() -> Result<()> {
+    // as_strided reads the storage whatever the input's strides; its gradient goes back the same way
+    let x = Tensor::from_vec((0..12).map(|i| 0.1 * i as f64 + 0.3).collect::<Vec<f64>>(), &[3, 4])?.requires_grad_(true)?;
+    let f = |t: &[Tensor]| -> Result<Vec<Tensor>> {
+        let o = t[0].t()?.as_strided(&[2, 3], &[1, 4], Some(1))?;
+        Ok(vec![o.mul(&o)?])
+    };
+    autograd::gradcheck(f, &[x.clone()], &Default::default())?;
+    autograd::gradgradcheck(f, &[x], None, &Default::default())?;
+    Ok(())
+}

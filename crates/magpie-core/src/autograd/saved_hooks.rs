@@ -51,7 +51,7 @@ pub(crate) struct Packed {
 impl Packed {
     /// The tensor back, through `unpack` (run without hooks, in `no_grad` mode).
     pub(crate) fn unpack(&self) -> Result<Tensor> {
-        let _off = Suspend::new();
+        let _off = disable_saved_tensors_hooks();
         let _ng = no_grad();
         self.hooks.unpack(&*self.value)
     }
@@ -124,18 +124,10 @@ pub fn disable_saved_tensors_hooks() -> SavedTensorsHooksGuard {
     SavedTensorsHooksGuard { _not_send: std::marker::PhantomData }
 }
 
-/// Hooks off while packing or unpacking (so that ops inside them save tensors plainly).
-struct Suspend(SavedTensorsHooksGuard);
-impl Suspend {
-    fn new() -> Suspend {
-        Suspend(disable_saved_tensors_hooks())
-    }
-}
-
 /// Packs `t` with the innermost hooks, if any are active: `None` means keep the tensor itself.
 pub(crate) fn pack(t: &Tensor) -> Option<Result<Packed>> {
     let hooks = STACK.with(|s| s.borrow().last().cloned().flatten())?;
-    let _off = Suspend::new();
+    let _off = disable_saved_tensors_hooks();
     let _ng = no_grad();
     Some(hooks.pack(t).map(|value| Packed { value, hooks: hooks.clone() }))
 }
