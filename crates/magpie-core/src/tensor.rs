@@ -7,7 +7,7 @@ use crate::element::Element;
 use crate::layout::Layout;
 use crate::storage::{CpuStorage, Storage, StorageCell};
 use crate::{Error, Result};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 static NEXT_ID: AtomicUsize = AtomicUsize::new(1);
@@ -35,6 +35,12 @@ pub struct TensorImpl {
     pub(crate) hooks: Mutex<Vec<Arc<GradHook>>>,
     /// For views: the tensor this one is a view of (PyTorch's `._base`).
     pub(crate) base: Option<Tensor>,
+    /// For views: the storage version when `grad_fn` was last set. A write to the storage since
+    /// (through the base or any view) makes the view take its history from the base again.
+    pub(crate) attr_version: AtomicU64,
+    /// For views: how the view was made (`autograd::view::CREATED_*`), which decides whether
+    /// in-place writes to it may be recorded.
+    pub(crate) creation: AtomicU8,
 }
 
 impl Tensor {
@@ -44,6 +50,7 @@ impl Tensor {
             let s = storage.read();
             (s.dtype(), s.device())
         };
+        let version = storage.version();
         Tensor(Arc::new(TensorImpl {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             storage,
@@ -55,6 +62,8 @@ impl Tensor {
             grad: Mutex::new(None),
             grad_fn: RwLock::new(None),
             hooks: Mutex::new(Vec::new()),
+            attr_version: AtomicU64::new(version),
+            creation: AtomicU8::new(autograd::view::creation_of(base.as_ref())),
             base,
         }))
     }
@@ -174,7 +183,19 @@ impl Tensor {
 
     /// `tensor.requires_grad`.
     pub fn requires_grad(&self) -> bool {
+        self.refresh_view();
         self.0.requires_grad.load(Ordering::Relaxed)
+    }
+    /// A view whose storage was written since its history was set takes its history from its
+    /// base again (PyTorch regenerates a view's `grad_fn` when the version counter moved).
+    #[inline]
+    fn refresh_view(&self) {
+        if let Some(b) = &self.0.base {
+            let v = self.0.storage.version();
+            if self.0.attr_version.load(Ordering::Acquire) != v {
+                autograd::view::regenerate(self, b, v);
+            }
+        }
     }
     /// `tensor.requires_grad_(flag)`: only leaves, and only floating or complex dtypes.
     pub fn requires_grad_(&self, flag: bool) -> Result<Tensor> {
@@ -203,16 +224,22 @@ impl Tensor {
     }
     /// `tensor.grad_fn`: the node that produced this tensor, if any.
     pub fn grad_fn(&self) -> Option<Arc<Node>> {
+        self.refresh_view();
         self.0.grad_fn.read().unwrap_or_else(|e| e.into_inner()).as_ref().map(|(n, _)| n.clone())
     }
     pub(crate) fn grad_edge(&self) -> Option<(Arc<Node>, usize)> {
+        self.refresh_view();
         self.0.grad_fn.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
     pub(crate) fn set_grad_fn(&self, edge: Option<(Arc<Node>, usize)>) {
         let rg = edge.is_some();
         *self.0.grad_fn.write().unwrap_or_else(|e| e.into_inner()) = edge;
+        self.0.attr_version.store(self.0.storage.version(), Ordering::Release);
         if rg {
             self.0.requires_grad.store(true, Ordering::Relaxed);
+            // a view that got history from an op is an ordinary differentiable view
+            let (ng, d) = (autograd::view::CREATED_NO_GRAD, autograd::view::CREATED_DEFAULT);
+            let _ = self.0.creation.compare_exchange(ng, d, Ordering::Relaxed, Ordering::Relaxed);
         }
     }
     /// `tensor.grad`: the accumulated gradient of a leaf (or a non-leaf with `retain_grad`).
@@ -258,8 +285,9 @@ impl Tensor {
         self.0.hooks.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
     /// `tensor.detach()`: the same data with no history.
+    /// It shares the storage and version counter but is not a view for autograd (`._base` is None).
     pub fn detach(&self) -> Tensor {
-        Self::from_parts(self.0.storage.clone(), self.0.layout.clone(), self.0.base.clone())
+        Self::from_parts(self.0.storage.clone(), self.0.layout.clone(), None)
     }
     /// `detach()` when `flag`, else the same handle.
     pub fn detach_if(&self, flag: bool) -> Tensor {

@@ -24,6 +24,7 @@
 //! # Ok::<(), magpie_core::Error>(())
 //! ```
 
+use super::inplace;
 use super::node::{record_edges, BackwardCtx, Edge, Saved};
 use super::{is_grad_enabled, no_grad};
 use crate::tensor::Tensor;
@@ -78,6 +79,7 @@ pub struct FunctionCtx {
     state: HashMap<String, Arc<dyn Any + Send + Sync>>,
     needs: Vec<bool>,
     non_diff: Vec<Tensor>,
+    dirty: Vec<Tensor>,
     /// In backward: the saved tensors, resolved.
     resolved: Vec<Tensor>,
     name: String,
@@ -113,6 +115,12 @@ impl FunctionCtx {
     pub fn mark_non_differentiable(&mut self, outputs: &[Tensor]) {
         self.non_diff.extend(outputs.iter().cloned());
     }
+    /// `ctx.mark_dirty(*inputs)`: these inputs were modified in place by `forward`, which must
+    /// return them (the same handles) as outputs. Each takes this function's node as its history
+    /// (a view's base gets a `CopySlices` node), as an in-place op's result does.
+    pub fn mark_dirty(&mut self, inputs: &[Tensor]) {
+        self.dirty.extend(inputs.iter().cloned());
+    }
 }
 
 /// Applies a user-defined [`Function`] to `inputs` and records its node when grad mode is on
@@ -129,14 +137,30 @@ pub fn apply<F: Function>(f: F, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
         let _ng = no_grad();
         f.forward(&mut ctx, inputs)?
     };
+    let dirty = std::mem::take(&mut ctx.dirty);
+    let is_dirty = |o: &Tensor| dirty.iter().any(|d| d.is_same(o));
+    for d in &dirty {
+        if !inputs.iter().any(|i| i.is_same(d)) {
+            return Err(Error::autograd(&ctx.name, "mark_dirty only accepts input tensors, but argument 0 isn't one."));
+        }
+        if !outs.iter().any(|o| o.is_same(d)) {
+            return Err(Error::autograd(&ctx.name, "Some elements marked as dirty during the forward method were not returned as output. The inputs that are modified inplace must all be outputs of the Function."));
+        }
+        if enabled && d.requires_grad() && d.is_leaf() && d.base().is_none() {
+            return Err(Error::autograd(&ctx.name, "a leaf Variable that requires grad has been used in an in-place operation."));
+        }
+        inplace::check(d, &ctx.name)?;
+    }
     // an output that is an input (or otherwise has history) is returned as a fresh alias, so that
-    // attaching this node does not rewrite the input's own history
+    // attaching this node does not rewrite the input's own history; a dirty input's alias takes
+    // the node, and the input itself is then rebased onto it (below)
+    let returned = outs.clone();
     let outs: Vec<Tensor> = outs
         .into_iter()
         .map(|o| if o.requires_grad() || o.grad_edge().is_some() || inputs.iter().any(|i| i.is_same(&o)) { o.detach() } else { o })
         .collect();
     if !ctx.needs.iter().any(|&b| b) {
-        return Ok(outs);
+        return Ok(returned.into_iter().zip(outs).map(|(r, o)| if is_dirty(&r) { r } else { o }).collect());
     }
     let is_out = |t: &Tensor| outs.iter().position(|o| o.shares_storage(t) && o.layout() == t.layout() && o.dtype() == t.dtype());
     let attach: Vec<bool> = outs.iter().map(|o| !ctx.non_diff.iter().any(|n| n.shares_storage(o) && n.layout() == o.layout())).collect();
@@ -168,6 +192,7 @@ pub fn apply<F: Function>(f: F, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
             state: ctx.state.clone(),
             needs: (0..ctx.needs.len()).map(|i| b.needs_input_grad(i)).collect(),
             non_diff: Vec::new(),
+            dirty: Vec::new(),
             resolved,
             name: ctx.name.clone(),
         };
@@ -190,8 +215,18 @@ pub fn apply<F: Function>(f: F, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
         Ok(res)
     };
     let node_name = format!("{name}Backward");
-    record_edges(node_name, next, &outs, &attach, Box::new(rule));
-    Ok(outs)
+    record_edges(node_name.clone(), next, &outs, &attach, Box::new(rule));
+    let mut result = Vec::with_capacity(outs.len());
+    for (r, o) in returned.into_iter().zip(outs) {
+        if is_dirty(&r) {
+            // the data is already in place: only the history moves
+            inplace::write(&node_name, &r, &o, || Ok(()))?;
+            result.push(r);
+        } else {
+            result.push(o);
+        }
+    }
+    Ok(result)
 }
 
 fn rename(e: Error, node: &str) -> Error {

@@ -11,6 +11,9 @@
 //! - [`functional`]: `jacobian`, `hessian`, `vjp`, `jvp`, `hvp`, `vhp`.
 //! - [`gradcheck`] / [`gradgradcheck`]: analytical against finite-difference gradients in f64.
 //! - [`detect_anomaly`]: NaN/Inf gradients become errors naming the forward op.
+//! - [`saved_tensors_hooks`]: pack / unpack the tensors saved for backward (offloading, compression).
+//! - In-place writes into views of tensors with history (PyTorch's `CopySlices`); views see
+//!   their base's new history after in-place writes (`view`, `inplace` modules).
 //!
 //! ```
 //! use magpie_core::{autograd, Tensor};
@@ -32,7 +35,10 @@ mod function;
 pub mod functional;
 mod gradcheck;
 mod grad_mode;
+pub(crate) mod inplace;
 mod node;
+mod saved_hooks;
+pub(crate) mod view;
 
 pub use anomaly::{detect_anomaly, is_anomaly_enabled, set_detect_anomaly, AnomalyGuard};
 pub use engine::{backward, grad};
@@ -40,3 +46,4 @@ pub use function::{apply, Function, FunctionCtx};
 pub use gradcheck::{gradcheck, gradgradcheck, GradcheckOptions, GradcheckReport};
 pub use grad_mode::{enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled, GradModeGuard};
 pub use node::{record, BackwardCtx, BackwardFn, Node, Saved};
+pub use saved_hooks::{disable_saved_tensors_hooks, saved_tensors_hooks, SavedTensorsHooksGuard};

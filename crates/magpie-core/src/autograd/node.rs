@@ -1,6 +1,7 @@
 //! `Node`: one recorded op in the graph: its backward rule, the edges to its inputs' producers,
 //! and what it saved for backward.
 
+use super::saved_hooks::Packed;
 use crate::autograd::is_grad_enabled;
 use crate::device::Device;
 use crate::dtype::DType;
@@ -167,32 +168,82 @@ fn modified_error(op: &str, what: &str, now: u64, then: u64) -> Error {
     )
 }
 
-/// A tensor saved for backward with its version, so that an in-place change is caught.
+/// A tensor saved for backward with its version, so that an in-place change is caught; or,
+/// under [`super::saved_tensors_hooks`], what the pack hook made of it.
 #[derive(Clone)]
 pub struct Saved {
-    tensor: Tensor,
-    version: u64,
+    inner: SavedInner,
     op: &'static str,
 }
 
+#[derive(Clone)]
+enum SavedInner {
+    Plain { tensor: Tensor, version: u64 },
+    /// The packed value, and the history the tensor had (reattached on unpack under create_graph;
+    /// a node is held weakly, as PyTorch does, so that saving an output makes no cycle).
+    Packed { packed: std::result::Result<Arc<Packed>, Error>, history: Option<SavedHistory> },
+}
+
+#[derive(Clone)]
+enum SavedHistory {
+    Leaf(Arc<TensorImpl>),
+    Node(Weak<Node>, usize),
+}
+
 impl Saved {
-    /// Saves `t` for the backward of `op`.
+    /// Saves `t` for the backward of `op` (through the saved-tensor hooks, if any are active).
     pub fn new(op: &'static str, t: &Tensor) -> Saved {
-        Saved { tensor: t.clone(), version: t.version(), op }
+        let inner = match super::saved_hooks::pack(t) {
+            None => SavedInner::Plain { tensor: t.clone(), version: t.version() },
+            Some(packed) => {
+                let history = if !t.requires_grad() {
+                    None
+                } else {
+                    match t.grad_edge() {
+                        Some((n, k)) => Some(SavedHistory::Node(Arc::downgrade(&n), k)),
+                        None => Some(SavedHistory::Leaf(t.0.clone())),
+                    }
+                };
+                SavedInner::Packed { packed: packed.map(Arc::new), history }
+            }
+        };
+        Saved { inner, op }
     }
     /// The saved tensor; an error naming the op if it was modified in place since it was saved.
     pub fn get(&self) -> Result<Tensor> {
-        let now = self.tensor.version();
-        if now != self.version {
-            let t = &self.tensor;
-            return Err(modified_error(
-                self.op,
-                &format!("[{} {:?}], saved for the backward of {},", t.dtype(), t.shape(), self.op),
-                now,
-                self.version,
-            ));
+        match &self.inner {
+            SavedInner::Plain { tensor, version } => {
+                let now = tensor.version();
+                if now != *version {
+                    return Err(modified_error(
+                        self.op,
+                        &format!("[{} {:?}], saved for the backward of {},", tensor.dtype(), tensor.shape(), self.op),
+                        now,
+                        *version,
+                    ));
+                }
+                Ok(tensor.clone())
+            }
+            SavedInner::Packed { packed, history } => {
+                let t = packed.as_ref().map_err(|e| e.clone())?.unpack()?.detach();
+                // differentiating the backward again (create_graph) must reach the saved tensor's history
+                if is_grad_enabled() {
+                    match history {
+                        Some(SavedHistory::Node(n, k)) => {
+                            if let Some(n) = n.upgrade() {
+                                t.set_grad_fn(Some((n, *k)));
+                            }
+                        }
+                        Some(SavedHistory::Leaf(l)) => {
+                            let rule = |_: &BackwardCtx, g: &[Tensor]| -> Result<Vec<Option<Tensor>>> { Ok(vec![Some(g[0].clone())]) };
+                            record_edges("UnpackBackward0".to_string(), vec![Some(Edge::Leaf(l.clone()))], &[t.clone()], &[true], Box::new(rule));
+                        }
+                        None => {}
+                    }
+                }
+                Ok(t)
+            }
         }
-        Ok(self.tensor.clone())
     }
 }
 
@@ -217,7 +268,7 @@ pub fn record(
 }
 
 /// `layer_norm` -> `LayerNorm`, `mul` -> `Mul` (PyTorch's node names).
-fn camel(name: &str) -> String {
+pub(crate) fn camel(name: &str) -> String {
     let mut out = String::with_capacity(name.len());
     let mut up = true;
     for c in name.chars() {

@@ -76,20 +76,10 @@ impl Tensor {
         cpu::to_vec(self)
     }
 
-    /// Checks that an in-place write to this tensor is allowed under autograd.
+    /// Checks that an in-place write to this tensor is allowed (under autograd: not a leaf that
+    /// requires grad, nor a view of one; never a tensor whose elements share memory).
     pub(crate) fn check_inplace(&self, op: &str) -> Result<()> {
-        if is_grad_enabled() && self.requires_grad() {
-            if self.is_leaf() && self.base().is_none() {
-                return Err(Error::autograd(
-                    op,
-                    "a leaf Variable that requires grad is being used in an in-place operation.",
-                ));
-            }
-            if self.base().is_some_and(|b| b.requires_grad()) {
-                return Err(Error::unsupported(op, "in-place writes to a view of a tensor that requires grad"));
-            }
-        }
-        Ok(())
+        autograd::inplace::check(self, op)
     }
 
     /// An in-place op written as its out-of-place version `f`: runs `f` on this tensor (on a copy
@@ -109,7 +99,13 @@ impl Tensor {
     /// tensor (PyTorch's `original_self`), so that the op's backward does not read the data the
     /// in-place write is about to replace; otherwise this tensor itself.
     pub(crate) fn inplace_src(&self) -> Result<Tensor> {
-        if is_grad_enabled() && self.requires_grad() {
+        self.inplace_src_with(&[])
+    }
+
+    /// [`Tensor::inplace_src`] for an op with other tensor arguments: a copy is also needed when
+    /// only an argument requires grad (`x.mul_(w)` saves `x` for `w`'s gradient).
+    pub(crate) fn inplace_src_with(&self, others: &[&Tensor]) -> Result<Tensor> {
+        if is_grad_enabled() && (self.requires_grad() || others.iter().any(|t| t.requires_grad())) {
             self.copy()
         } else {
             Ok(self.clone())
@@ -117,49 +113,35 @@ impl Tensor {
     }
 
     /// Writes `value`'s data into this tensor's elements (through views) and, under autograd,
-    /// makes `value`'s history this tensor's history (PyTorch's in-place rebase).
+    /// makes `value`'s history this tensor's history (PyTorch's in-place rebase; for a view, its
+    /// base gets a `CopySlices` node and the views regenerate their history from it).
     pub(crate) fn assign_(&self, op: &str, value: &Tensor) -> Result<Tensor> {
-        self.check_inplace(op)?;
         if value.shape() != self.shape() {
             return Err(Error::shape(
                 op,
                 format!("output with shape {:?} doesn't match the broadcast shape {:?}", self.shape(), value.shape()),
             ));
         }
-        if is_grad_enabled() && value.requires_grad() {
-            // the node that produced the old value may read it in backward: give it a copy
-            if let Some((n, k)) = self.grad_edge() {
-                n.preserve_output(k)?;
-            }
-        }
-        write_values(self, value)?;
-        if is_grad_enabled() && value.requires_grad() {
-            self.set_grad_fn(value.grad_edge());
-        }
+        autograd::inplace::write(op, self, value, || write_values(self, value))?;
         Ok(self.clone())
     }
 
     /// `tensor.copy_(src)`: copies `src` (broadcast to this shape, cast to this dtype) in place.
     pub fn copy_(&self, src: &Tensor) -> Result<Tensor> {
         let b = src.broadcast_to(self.shape())?;
-        if self.requires_grad() || src.requires_grad() {
+        if is_grad_enabled() && src.requires_grad() {
+            // a node of its own for the copied value, so that this tensor's history is not `src`'s
             let v = b.to_dtype(self.dtype())?.copy()?;
             return self.assign_("copy_", &v);
         }
-        self.check_inplace("copy_")?;
-        write_values(self, &b)?;
-        Ok(self.clone())
+        self.assign_("copy_", &b)
     }
     /// `tensor.fill_(value)`.
     pub fn fill_(&self, value: impl Into<Scalar>) -> Result<Tensor> {
         let v = value.into();
         self.check_inplace("fill_")?;
         let t = Tensor::full_on(self.shape(), v, self.dtype(), self.device())?;
-        write_values(self, &t)?;
-        if is_grad_enabled() && self.requires_grad() {
-            self.set_grad_fn(None);
-        }
-        Ok(self.clone())
+        self.assign_("fill_", &t)
     }
     /// `tensor.zero_()`.
     pub fn zero_(&self) -> Result<Tensor> {

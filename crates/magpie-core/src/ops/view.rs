@@ -279,18 +279,16 @@ impl Tensor {
                 format!("setStorage: sizes {size:?}, strides {stride:?}, storage offset {offset} require {hi} elements but the storage has {}", self.storage().read().len()),
             ));
         }
-        // The gradient maps through the same view applied to a contiguous tensor of this shape;
-        // exact for contiguous inputs (PyTorch's common case).
-        let (sz, st) = (size.to_vec(), stride.to_vec());
-        let rel = storage_offset.map(|o| o - self.storage_offset() as i64);
-        if !self.is_contiguous() && self.requires_grad() {
-            return Err(Error::unsupported("as_strided", "gradient of as_strided on a non-contiguous input"));
+        // The gradient goes back through the storage: scattered through the output's layout,
+        // read through this tensor's (exact for any input that does not repeat a storage position).
+        let overlapping = self.layout().shape.iter().zip(&self.layout().strides).any(|(&n, &st)| st == 0 && n > 1);
+        if overlapping && self.requires_grad() && autograd::is_grad_enabled() {
+            return Err(Error::unsupported("as_strided", "gradient of as_strided on an input whose elements share memory"));
         }
-        Ok(self.make_view(
-            "AsStrided",
-            l,
-            Arc::new(move |t: &Tensor| t.as_strided(&sz, &st, rel.map(|r| r + t.storage_offset() as i64))),
-        ))
+        let out = self.with_layout(l.clone());
+        let from = self.layout().clone();
+        autograd::record("AsStrided", &[self], &[out.clone()], move |_, g| Ok(vec![Some(autograd::view::restride(&g[0], &l, &from)?)]));
+        Ok(out)
     }
     /// `tensor.movedim(source, destination)`.
     pub fn movedim(&self, src: &[i64], dst: &[i64]) -> Result<Tensor> {

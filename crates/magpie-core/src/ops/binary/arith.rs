@@ -364,7 +364,7 @@ impl Tensor {
     }
     /// `a.mul_(b)` in place.
     pub fn mul_(&self, other: &Tensor) -> Result<Tensor> {
-        write_inplace("mul_", self, &self.inplace_src()?.mul(other)?)
+        write_inplace("mul_", self, &self.inplace_src_with(&[other])?.mul(other)?)
     }
     /// `a.mul_(s)` in place.
     pub fn mul_scalar_(&self, s: impl Into<Scalar>) -> Result<Tensor> {
@@ -372,10 +372,10 @@ impl Tensor {
     }
     /// `a.div_(b)` in place (integer tensors reject true division: the result is float).
     pub fn div_(&self, other: &Tensor) -> Result<Tensor> {
-        write_inplace("div_", self, &self.inplace_src()?.div(other)?)
+        write_inplace("div_", self, &self.inplace_src_with(&[other])?.div(other)?)
     }
     /// `a.pow_(b)` in place.
     pub fn pow_(&self, exponent: &Tensor) -> Result<Tensor> {
-        write_inplace("pow_", self, &self.inplace_src()?.pow(exponent)?)
+        write_inplace("pow_", self, &self.inplace_src_with(&[exponent])?.pow(exponent)?)
     }
 }
