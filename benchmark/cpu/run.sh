@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=${PYTHON:-python3}
-THREADS=$(nproc)
+THREADS=${THREADS:-$(nproc)}
 cargo build --release -p magpie-bench
 out=$(mktemp -d)
 CASES=${1:-benchmark/cpu/cases.json}

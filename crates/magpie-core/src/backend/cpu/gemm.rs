@@ -165,19 +165,24 @@ fn integer(a: &Tensor, b: &Tensor, m: usize, k: usize, n: usize, out_shape: &[us
 /// `bias + x @ w` for a 2-d `x: [m, k]` and `w: [k, n]` of dtype f32 or f64 (any strides: a
 /// transposed weight is read in place), with `bias: [n]` (any stride) broadcast over the rows.
 /// The bias is written into the output first and the product accumulated onto it, so the
-/// bias costs no extra pass or temporary (PyTorch's `addmm` for `linear`). Not recorded.
-pub fn addmm_bias(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+/// bias costs no extra pass or temporary (PyTorch's `addmm` for `linear`). The result is a new
+/// tensor of `out_shape` (`m * n` elements; given so that callers need no reshaped view, which
+/// would keep a second handle on the storage). Not recorded.
+pub fn addmm_bias(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, out_shape: &[usize]) -> Result<Tensor> {
     match x.dtype() {
-        DType::F32 => addmm_bias_t::<f32>(x, w, bias),
-        DType::F64 => addmm_bias_t::<f64>(x, w, bias),
+        DType::F32 => addmm_bias_t::<f32>(x, w, bias, out_shape),
+        DType::F64 => addmm_bias_t::<f64>(x, w, bias, out_shape),
         d => Err(Error::dtype("linear", format!("addmm_bias: unsupported dtype {}", d.name()))),
     }
 }
 
-fn addmm_bias_t<T: Element>(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
-    let (m, k, n) = (x.shape()[0], x.shape()[1], w.shape()[1]);
-    if x.ndim() != 2 || w.ndim() != 2 || w.shape()[0] != k || x.dtype() != w.dtype() {
+fn addmm_bias_t<T: Element>(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, out_shape: &[usize]) -> Result<Tensor> {
+    if x.ndim() != 2 || w.ndim() != 2 || w.shape()[0] != x.shape()[1] || x.dtype() != w.dtype() {
         return Err(Error::shape("linear", format!("addmm_bias: shapes {:?} and {:?} cannot be multiplied", x.shape(), w.shape())));
+    }
+    let (m, k, n) = (x.shape()[0], x.shape()[1], w.shape()[1]);
+    if out_shape.iter().product::<usize>() != m * n {
+        return Err(Error::shape("linear", format!("addmm_bias: output shape {out_shape:?} for a {m}x{n} product")));
     }
     let mut out: Vec<T> = match bias {
         Some(b) => {
@@ -194,7 +199,7 @@ fn addmm_bias_t<T: Element>(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Re
         None => vec![T::default(); m * n],
     };
     if m * n == 0 {
-        return Tensor::from_vec(out, &[m, n]);
+        return Tensor::from_vec(out, out_shape);
     }
     if k > 0 {
         let ga = x.storage().read();
@@ -232,5 +237,5 @@ fn addmm_bias_t<T: Element>(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Re
             )
         }
     }
-    Tensor::from_vec(out, &[m, n])
+    Tensor::from_vec(out, out_shape)
 }

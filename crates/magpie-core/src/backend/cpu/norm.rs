@@ -116,11 +116,11 @@ fn bwd_row(g: &[f32], x: &[f32], mean: f32, rstd: f32, w: Option<&[f32]>, dx: Op
     let full = n - n % 8;
     match w {
         Some(w) => {
-            for i in (0..full).step_by(8) {
+            for ((gv, wv), xv) in g[..full].chunks_exact(8).zip(w[..full].chunks_exact(8)).zip(x[..full].chunks_exact(8)) {
                 for k in 0..8 {
-                    let gw = g[i + k] * w[i + k];
+                    let gw = gv[k] * wv[k];
                     a8[k] += gw;
-                    c8[k] += gw * (x[i + k] - mean);
+                    c8[k] += gw * (xv[k] - mean);
                 }
             }
             for i in full..n {
@@ -130,10 +130,10 @@ fn bwd_row(g: &[f32], x: &[f32], mean: f32, rstd: f32, w: Option<&[f32]>, dx: Op
             }
         }
         None => {
-            for i in (0..full).step_by(8) {
+            for (gv, xv) in g[..full].chunks_exact(8).zip(x[..full].chunks_exact(8)) {
                 for k in 0..8 {
-                    a8[k] += g[i + k];
-                    c8[k] += g[i + k] * (x[i + k] - mean);
+                    a8[k] += gv[k];
+                    c8[k] += gv[k] * (xv[k] - mean);
                 }
             }
             for i in full..n {

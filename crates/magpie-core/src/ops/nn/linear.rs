@@ -26,12 +26,12 @@ pub(crate) fn linear_gemm(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Resu
         }
     }
     let rows: usize = x.shape()[..x.ndim() - 1].iter().product();
-    let mut shape: Vec<i64> = x.shape()[..x.ndim() - 1].iter().map(|&v| v as i64).collect();
-    shape.push(outf as i64);
+    let mut shape = x.shape()[..x.ndim() - 1].to_vec();
+    shape.push(outf);
     let y = {
         let _ng = autograd::no_grad();
         let x2 = x.reshape(&[rows as i64, inf as i64])?;
-        addmm_bias(&x2, &w.t()?, bias)?.reshape(&shape)?
+        addmm_bias(&x2, &w.t()?, bias, &shape)?
     };
     let (sx, sw) = (Saved::new("linear", x), Saved::new("linear", w));
     let mut inputs = vec![x, w];
@@ -39,17 +39,20 @@ pub(crate) fn linear_gemm(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Resu
     let has_bias = bias.is_some();
     autograd::record("Linear", &inputs, &[y.clone()], move |ctx, g| {
         let g2 = g[0].reshape(&[rows as i64, outf as i64])?;
-        let gx = if ctx.needs_input_grad(0) {
-            let x = sx.get()?;
-            Some(g2.mm(&sw.get()?)?.reshape(&x.shape().iter().map(|&v| v as i64).collect::<Vec<_>>())?)
-        } else {
-            None
+        let x = sx.get()?;
+        let x2 = x.reshape(&[rows as i64, inf as i64])?;
+        // products straight into tensors of the gradients' shapes (no views, so a leaf's
+        // `.grad` takes them without a copy); with tensor ops when the gradient is differentiated
+        let graph = autograd::is_grad_enabled();
+        let gx = match (ctx.needs_input_grad(0), graph) {
+            (false, _) => None,
+            (true, false) => Some(addmm_bias(&g2, &sw.get()?, None, x.shape())?),
+            (true, true) => Some(g2.mm(&sw.get()?)?.reshape(&x.shape().iter().map(|&v| v as i64).collect::<Vec<_>>())?),
         };
-        let gw = if ctx.needs_input_grad(1) {
-            let x2 = sx.get()?.reshape(&[rows as i64, inf as i64])?;
-            Some(g2.t()?.mm(&x2)?)
-        } else {
-            None
+        let gw = match (ctx.needs_input_grad(1), graph) {
+            (false, _) => None,
+            (true, false) => Some(addmm_bias(&g2.t()?, &x2, None, &[outf, inf])?),
+            (true, true) => Some(g2.t()?.mm(&x2)?),
         };
         let mut out = vec![gx, gw];
         if has_bias {
