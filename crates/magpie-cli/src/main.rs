@@ -1,12 +1,15 @@
 //! `magpie`: torch-magpie's command-line tool.
 //!
-//! `magpie demo` (the default) fits a line with autograd and gradient descent: a small end-to-end
-//! check of tensors, ops and backward. `magpie ops` lists the ops reachable by name.
-//! `train` and `sample` are the main job once the training issue lands; until then they say so.
+//! `magpie train` trains a small GPT on a built-in corpus (this project's sources) and
+//! `magpie sample` generates from its checkpoint: the main job. `magpie demo` (the default
+//! without a subcommand) fits a line with autograd; `magpie ops` lists the ops reachable by name.
 
 use clap::{Parser, Subcommand};
 use magpie_core::{autograd, registry, Result, Tensor};
 use std::process::ExitCode;
+
+mod sample;
+mod train;
 
 #[derive(Parser)]
 #[command(name = "magpie", version, about = "torch-magpie: PyTorch in Rust")]
@@ -28,10 +31,10 @@ enum Cmd {
     },
     /// List every op reachable by its PyTorch name.
     Ops,
-    /// Train a small GPT (not implemented yet).
-    Train,
-    /// Generate text from a checkpoint (not implemented yet).
-    Sample,
+    /// Train a small GPT on a text corpus (default: this project's own sources, built in).
+    Train(train::TrainArgs),
+    /// Generate text from a checkpoint written by `train`.
+    Sample(sample::SampleArgs),
 }
 
 fn demo(steps: usize, lr: f64) -> Result<()> {
@@ -65,6 +68,11 @@ fn demo(steps: usize, lr: f64) -> Result<()> {
 }
 
 fn main() -> ExitCode {
+    // a bug must still end in one line, not a backtrace
+    std::panic::set_hook(Box::new(|info| {
+        let msg = info.payload().downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| info.payload().downcast_ref::<String>().cloned());
+        eprintln!("magpie: internal error: {} (at {})", msg.unwrap_or_default(), info.location().map(|l| l.to_string()).unwrap_or_default());
+    }));
     let cli = Cli::parse();
     let res = match cli.cmd.unwrap_or(Cmd::Demo { steps: 500, lr: 0.1 }) {
         Cmd::Demo { steps, lr } => demo(steps, lr),
@@ -74,10 +82,8 @@ fn main() -> ExitCode {
             }
             Ok(())
         }
-        Cmd::Train | Cmd::Sample => {
-            eprintln!("magpie: `train` and `sample` are not implemented yet (they come with the nn/optim/training issue); try `magpie demo`");
-            return ExitCode::from(2);
-        }
+        Cmd::Train(a) => train::run(a),
+        Cmd::Sample(a) => sample::run(a),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,

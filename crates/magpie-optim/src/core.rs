@@ -246,6 +246,17 @@ pub(crate) fn for_each_param(
             let Some(g) = p.grad() else { continue };
             let ps = st.state.entry(p.id()).or_default();
             match p.dtype() {
+                // the gradient is read in place (no per-step copy) unless it aliases the parameter
+                DType::F32 if !g.shares_storage(p) => {
+                    magpie_core::backend::cpu::read(&g, |gv: &[f32]| {
+                        magpie_core::backend::cpu::write(p, |pv: &mut [f32]| update(&group, ps, Elem::F32(pv, gv)))
+                    })???;
+                }
+                DType::F64 if !g.shares_storage(p) => {
+                    magpie_core::backend::cpu::read(&g, |gv: &[f64]| {
+                        magpie_core::backend::cpu::write(p, |pv: &mut [f64]| update(&group, ps, Elem::F64(pv, gv)))
+                    })???;
+                }
                 DType::F32 => {
                     let gv: Vec<f32> = g.to_vec()?;
                     magpie_core::backend::cpu::write(p, |pv: &mut [f32]| update(&group, ps, Elem::F32(pv, &gv)))??;

@@ -4,6 +4,7 @@
 
 use crate::ops::unary::math::one_minus;
 use crate::ops::unary::{map_float, map_keep, record_unary};
+use crate::backend::cpu::{self, rows};
 use crate::tensor::Tensor;
 use crate::{Error, Result};
 use std::f64::consts::{FRAC_1_SQRT_2, PI};
@@ -13,6 +14,30 @@ const SELU_ALPHA: f64 = 1.673_263_242_354_377_3;
 const SELU_SCALE: f64 = 1.050_700_987_355_480_5;
 
 // Masks combine with `mul`: bool * bool is a logical and.
+
+/// True when GELU runs the vectorized f32 CPU kernels of `vmath`.
+fn gelu_fast(x: &Tensor) -> bool {
+    x.dtype() == crate::DType::F32 && x.device() == crate::Device::Cpu
+}
+
+/// GELU's input gradient with tensor ops (differentiable again): the reference of the fused
+/// derivative and its double-backward path.
+pub(crate) fn gelu_grad_composite(x: &Tensor, g: &Tensor, tanh: bool) -> Result<Tensor> {
+    const K: f64 = 0.797_884_560_802_865_4; // sqrt(2 / pi)
+    const C: f64 = 0.044_715;
+    if !tanh {
+        let cdf = x.mul_scalar(FRAC_1_SQRT_2)?.erf()?.add_scalar(1.0)?.mul_scalar(0.5)?;
+        let pdf = x.mul(x)?.mul_scalar(-0.5)?.exp()?.mul_scalar(1.0 / (2.0 * PI).sqrt())?;
+        return g.mul(&cdf.add(&x.mul(&pdf)?)?);
+    }
+    let x2 = x.mul(x)?;
+    let inner = x.mul(&x2.mul_scalar(C)?.add_scalar(1.0)?)?.mul_scalar(K)?;
+    let t = inner.tanh()?;
+    let dinner = x2.mul_scalar(3.0 * C)?.add_scalar(1.0)?.mul_scalar(K)?;
+    let left = t.add_scalar(1.0)?.mul_scalar(0.5)?;
+    let right = x.mul(&one_minus(&t.mul(&t)?)?)?.mul(&dinner)?.mul_scalar(0.5)?;
+    g.mul(&left.add(&right)?)
+}
 
 /// `where(mask, g, 0)`.
 fn pass(mask: &Tensor, g: &Tensor) -> Result<Tensor> {
@@ -171,26 +196,39 @@ impl Tensor {
         const K: f64 = 0.797_884_560_802_865_4; // sqrt(2 / pi)
         const C: f64 = 0.044_715;
         match approximate {
+            "none" | "tanh" if gelu_fast(self) => {
+                let tanh = approximate == "tanh";
+                let out = cpu::read(self, |xs: &[f32]| {
+                    let mut o = vec![0f32; xs.len()];
+                    rows::par_gelu(xs, None, &mut o, tanh);
+                    o
+                })?;
+                let out = Tensor::from_vec(out, self.shape())?;
+                // the fused derivative when no graph of the gradient is built, else the composite rule
+                record_unary("gelu", self, &out, move |x, _, g| {
+                    if crate::autograd::is_grad_enabled() || g.dtype() != crate::DType::F32 || g.device() != crate::Device::Cpu || g.shape() != x.shape() {
+                        gelu_grad_composite(x, g, tanh)
+                    } else {
+                        let d = cpu::read(x, |xs: &[f32]| {
+                            cpu::read(g, |gs: &[f32]| {
+                                let mut o = vec![0f32; xs.len()];
+                                rows::par_gelu(xs, Some(gs), &mut o, tanh);
+                                o
+                            })
+                        })??;
+                        Tensor::from_vec(d, x.shape())
+                    }
+                });
+                Ok(out)
+            }
             "none" => {
                 let out = map_float("gelu", self, |v| v * 0.5 * (1.0 + libm::erf(v * FRAC_1_SQRT_2)))?;
-                record_unary("gelu", self, &out, |x, _, g| {
-                    let cdf = x.mul_scalar(FRAC_1_SQRT_2)?.erf()?.add_scalar(1.0)?.mul_scalar(0.5)?;
-                    let pdf = x.mul(x)?.mul_scalar(-0.5)?.exp()?.mul_scalar(1.0 / (2.0 * PI).sqrt())?;
-                    g.mul(&cdf.add(&x.mul(&pdf)?)?)
-                });
+                record_unary("gelu", self, &out, |x, _, g| gelu_grad_composite(x, g, false));
                 Ok(out)
             }
             "tanh" => {
                 let out = map_float("gelu", self, |v| 0.5 * v * (1.0 + (K * (v + C * v * v * v)).tanh()))?;
-                record_unary("gelu", self, &out, |x, _, g| {
-                    let x2 = x.mul(x)?;
-                    let inner = x.mul(&x2.mul_scalar(C)?.add_scalar(1.0)?)?.mul_scalar(K)?;
-                    let t = inner.tanh()?;
-                    let dinner = x2.mul_scalar(3.0 * C)?.add_scalar(1.0)?.mul_scalar(K)?;
-                    let left = t.add_scalar(1.0)?.mul_scalar(0.5)?;
-                    let right = x.mul(&one_minus(&t.mul(&t)?)?)?.mul(&dinner)?.mul_scalar(0.5)?;
-                    g.mul(&left.add(&right)?)
-                });
+                record_unary("gelu", self, &out, |x, _, g| gelu_grad_composite(x, g, true));
                 Ok(out)
             }
             _ => Err(Error::value("gelu", "approximate argument must be either none or tanh.")),

@@ -3,6 +3,8 @@
 //! place, lines run in parallel); the backward rules are tensor ops.
 
 use crate::autograd;
+use crate::backend::cpu::{self, rows};
+use crate::device::Device;
 use crate::dtype::DType;
 use crate::element::Element;
 use crate::ops::reduce::{map_lines, one_dim};
@@ -97,14 +99,58 @@ fn forward(x: &Tensor, dim: usize, kind: Kind) -> Result<Tensor> {
     let n = crate::ops::reduce::dim_size(x, dim);
     match x.dtype() {
         DType::F64 => map_lines::<f64, f64>(x, dim, n, |l, o| line_f64(l, o, kind)),
+        DType::F32 if kind != Kind::Safe => {
+            let log = kind == Kind::LogSoftmax;
+            if x.ndim() > 0 && dim + 1 == x.ndim() && x.device() == Device::Cpu && n > 0 {
+                // rows of the last dim: blocks of rows through the SIMD kernel, in parallel
+                let mut out = vec![0f32; x.numel()];
+                cpu::read(x, |xs: &[f32]| rows::par_rows(&mut out, n, n, |r0, o| rows::softmax_rows(&xs[r0 * n..r0 * n + o.len()], o, n, log)))?;
+                return Tensor::from_vec(out, x.shape());
+            }
+            map_lines::<f32, f32>(x, dim, n, |l, o| rows::softmax_rows(l, o, l.len().max(1), log))
+        }
         DType::F32 => map_lines::<f32, f32>(x, dim, n, |l, o| line_f32(l, o, kind)),
         d if d.is_float() => crate::with_dtype!(d, T, { map_lines::<f32, T>(x, dim, n, |l, o| line_kernel!(f32, l, o, kind, T)) }),
         d => Err(Error::dtype("softmax", format!("\"softmax_lastdim_kernel_impl\" not implemented for '{}'", d.name()))),
     }
 }
 
+/// The fused f32 CPU backward (`log`: of log_softmax) over the last dim, when no graph of the
+/// gradient is being built (the composites below are its reference and its double backward).
+fn fused_grad(g: &Tensor, y: &Tensor, dim: usize, log: bool) -> Result<Option<Tensor>> {
+    let graph = autograd::is_grad_enabled() && (g.requires_grad() || y.requires_grad());
+    if graph
+        || g.dtype() != DType::F32
+        || y.dtype() != DType::F32
+        || g.device() != Device::Cpu
+        || y.device() != Device::Cpu
+        || y.ndim() == 0
+        || dim + 1 != y.ndim()
+        || g.shape() != y.shape()
+    {
+        return Ok(None);
+    }
+    let n = y.shape()[dim];
+    if n == 0 {
+        return Ok(None);
+    }
+    let mut out = vec![0f32; y.numel()];
+    cpu::read(g, |gv: &[f32]| {
+        cpu::read(y, |yv: &[f32]| {
+            rows::par_rows(&mut out, n, n, |r0, o| {
+                let s = r0 * n..r0 * n + o.len();
+                rows::softmax_backward_rows(&gv[s.clone()], &yv[s], o, n, log)
+            })
+        })
+    })??;
+    Ok(Some(Tensor::from_vec(out, y.shape())?))
+}
+
 /// `grad_input` of softmax from its output `y`: `y * (g - sum(g * y, dim))`.
 fn softmax_grad(g: &Tensor, y: &Tensor, dim: usize) -> Result<Tensor> {
+    if let Some(r) = fused_grad(g, y, dim, false)? {
+        return Ok(r);
+    }
     let gy = g.mul(y)?;
     let s = if y.ndim() == 0 { gy } else { gy.sum_dims(Some(&[dim as i64]), true, None)? };
     y.mul(&g.sub(&s)?)
@@ -112,6 +158,9 @@ fn softmax_grad(g: &Tensor, y: &Tensor, dim: usize) -> Result<Tensor> {
 
 /// `grad_input` of log_softmax from its output `y`: `g - exp(y) * sum(g, dim)`.
 fn log_softmax_grad(g: &Tensor, y: &Tensor, dim: usize) -> Result<Tensor> {
+    if let Some(r) = fused_grad(g, y, dim, true)? {
+        return Ok(r);
+    }
     let s = if y.ndim() == 0 { g.clone() } else { g.sum_dims(Some(&[dim as i64]), true, None)? };
     g.sub(&y.exp()?.mul(&s)?)
 }

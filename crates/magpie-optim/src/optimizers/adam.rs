@@ -64,22 +64,38 @@ fn adam_update<T: OptFloat>(g: &ParamGroup, ps: &mut ParamState, p: &mut [T], gr
     let bc2_sqrt = c(bc2.sqrt());
     let (w1, tb2, w2) = (c(1.0 - b1), c(b2), c(1.0 - b2));
     let decay = c(1.0 - lr * wd);
-    for i in 0..n {
-        let mut d = if maximize { -grad[i] } else { grad[i] };
-        if decoupled {
-            p[i] = p[i] * decay;
-        } else if wd != 0.0 {
-            d = d + c(wd) * p[i];
+    let wdc = c(wd);
+    // one pass over (p, m, v, grad[, vmax]) per element; parameters split over threads when large
+    let body = |p: &mut [T], m: &mut [T], v: &mut [T], vmax: &mut [T], grad: &[T]| {
+        for i in 0..p.len() {
+            let mut d = if maximize { -grad[i] } else { grad[i] };
+            if decoupled {
+                p[i] = p[i] * decay;
+            } else if wd != 0.0 {
+                d = d + wdc * p[i];
+            }
+            // exp_avg.lerp_(grad, 1 - beta1); exp_avg_sq.mul_(beta2).addcmul_(grad, grad, 1 - beta2)
+            adam_moments(&mut m[i], &mut v[i], d, w1, tb2, w2);
+            let denom = if amsgrad {
+                vmax[i] = vmax[i].max(v[i]);
+                vmax[i].sqrt() / bc2_sqrt + eps
+            } else {
+                v[i].sqrt() / bc2_sqrt + eps
+            };
+            p[i] = p[i] - step_size * (m[i] / denom);
         }
-        // exp_avg.lerp_(grad, 1 - beta1); exp_avg_sq.mul_(beta2).addcmul_(grad, grad, 1 - beta2)
-        adam_moments(&mut m[i], &mut v[i], d, w1, tb2, w2);
-        let denom = if amsgrad {
-            vmax[i] = vmax[i].max(v[i]);
-            vmax[i].sqrt() / bc2_sqrt + eps
-        } else {
-            v[i].sqrt() / bc2_sqrt + eps
-        };
-        p[i] = p[i] - step_size * (m[i] / denom);
+    };
+    if grad.len() != n {
+        return Err(magpie_core::Error::shape("Adam", format!("gradient of {} elements for a parameter of {n}", grad.len())));
+    }
+    const CHUNK: usize = 1 << 14;
+    if n >= 4 * CHUNK && !amsgrad {
+        use rayon::prelude::*;
+        p.par_chunks_mut(CHUNK).zip(m.par_chunks_mut(CHUNK)).zip(v.par_chunks_mut(CHUNK)).zip(grad.par_chunks(CHUNK)).for_each(
+            |(((p, m), v), g)| body(p, m, v, &mut [], g),
+        );
+    } else {
+        body(p, &mut m, &mut v, &mut vmax, grad);
     }
     put(ps, "exp_avg", m);
     put(ps, "exp_avg_sq", v);

@@ -113,8 +113,10 @@ fn native<T: Element>(a: &Tensor, b: &Tensor, m: usize, k: usize, n: usize, out_
             )
         }
     };
-    if batch == 1 || m * n * k >= SMALL_GEMM {
-        let threads = rayon::current_num_threads();
+    let threads = rayon::current_num_threads();
+    // Many products (attention's [B*H, T, hd] batches): one thread per product, no
+    // synchronisation inside; few large ones: each product split over the threads.
+    if batch == 1 || (m * n * k >= SMALL_GEMM && batch < 2 * threads) {
         for (i, dst) in out.chunks_mut(m * n).enumerate() {
             run(dst, i, gemm::Parallelism::Rayon(threads));
         }
@@ -158,4 +160,77 @@ fn integer(a: &Tensor, b: &Tensor, m: usize, k: usize, n: usize, out_shape: &[us
         out.chunks_mut(n).enumerate().for_each(row);
     }
     crate::with_dtype!(dt, T, { Tensor::from_vec(out.into_iter().map(T::from_i64).collect::<Vec<T>>(), out_shape) })
+}
+
+/// `bias + x @ w` for a 2-d `x: [m, k]` and `w: [k, n]` of dtype f32 or f64 (any strides: a
+/// transposed weight is read in place), with `bias: [n]` (any stride) broadcast over the rows.
+/// The bias is written into the output first and the product accumulated onto it, so the
+/// bias costs no extra pass or temporary (PyTorch's `addmm` for `linear`). Not recorded.
+pub fn addmm_bias(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+    match x.dtype() {
+        DType::F32 => addmm_bias_t::<f32>(x, w, bias),
+        DType::F64 => addmm_bias_t::<f64>(x, w, bias),
+        d => Err(Error::dtype("linear", format!("addmm_bias: unsupported dtype {}", d.name()))),
+    }
+}
+
+fn addmm_bias_t<T: Element>(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+    let (m, k, n) = (x.shape()[0], x.shape()[1], w.shape()[1]);
+    if x.ndim() != 2 || w.ndim() != 2 || w.shape()[0] != k || x.dtype() != w.dtype() {
+        return Err(Error::shape("linear", format!("addmm_bias: shapes {:?} and {:?} cannot be multiplied", x.shape(), w.shape())));
+    }
+    let mut out: Vec<T> = match bias {
+        Some(b) => {
+            let bv: Vec<T> = super::to_vec(b)?;
+            if bv.len() != n {
+                return Err(Error::shape("linear", format!("bias of {} elements for {n} outputs", bv.len())));
+            }
+            let mut o = Vec::with_capacity(m * n);
+            for _ in 0..m {
+                o.extend_from_slice(&bv);
+            }
+            o
+        }
+        None => vec![T::default(); m * n],
+    };
+    if m * n == 0 {
+        return Tensor::from_vec(out, &[m, n]);
+    }
+    if k > 0 {
+        let ga = x.storage().read();
+        let gb = if x.shares_storage(w) { None } else { Some(w.storage().read()) };
+        let sa: &[T] = slice_of(&ga)?;
+        let sb: &[T] = match &gb {
+            Some(g) => slice_of(g)?,
+            None => sa,
+        };
+        let (lx, lw) = (x.layout(), w.layout());
+        let par = if m * n * k >= SMALL_GEMM { gemm::Parallelism::Rayon(rayon::current_num_threads()) } else { gemm::Parallelism::None };
+        // SAFETY: both layouts lie within their storages (checked when the views were made) and
+        // `out` is a row-major m×n block; T is f32 or f64.
+        unsafe {
+            gemm::gemm(
+                m,
+                n,
+                k,
+                out.as_mut_ptr(),
+                1,
+                n as isize,
+                bias.is_some(),
+                sa.as_ptr().add(lx.offset),
+                lx.strides[1] as isize,
+                lx.strides[0] as isize,
+                sb.as_ptr().add(lw.offset),
+                lw.strides[1] as isize,
+                lw.strides[0] as isize,
+                T::from_f64(1.0),
+                T::from_f64(1.0),
+                false,
+                false,
+                false,
+                par,
+            )
+        }
+    }
+    Tensor::from_vec(out, &[m, n])
 }

@@ -5,6 +5,8 @@ mod elementwise;
 pub mod simd;
 pub mod vmath;
 pub mod gemm;
+pub mod norm;
+pub mod rows;
 
 pub use access::{gather, read, scatter_into, to_vec, write};
 pub use elementwise::{map_binary, map_unary, map_unary_into, par_map};

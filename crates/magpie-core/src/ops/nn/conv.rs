@@ -506,7 +506,7 @@ pub fn conv_transpose(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, nd: usize, 
     if was { Ok(y) } else { y.squeeze_dims(&[0]) }
 }
 
-/// `F.linear(input, weight, bias)`: `input @ weight.T + bias`, as a 1x1 convolution over the rows.
+/// `F.linear(input, weight, bias)`: `input @ weight.T + bias`, one GEMM over the flattened rows.
 pub fn linear(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
     let op = "linear";
     if w.ndim() > 2 || w.ndim() == 0 {
@@ -523,26 +523,14 @@ pub fn linear(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
     if x.dtype() != w.dtype() {
         return Err(Error::dtype(op, format!("expected m1 and m2 to have the same dtype, but got: {} != {}", x.dtype(), w.dtype())));
     }
+    if let Some(y) = super::linear::linear_gemm(x, w, bias)? {
+        return Ok(y);
+    }
     let outf = w2.shape()[0];
     let rows: usize = x.shape()[..x.ndim() - 1].iter().product();
-    let x3 = x.reshape(&[rows as i64, inf as i64, 1])?;
-    let w3 = w2.unsqueeze(2)?;
-    let g = ConvGeom {
-        n: rows,
-        groups: 1,
-        cin: inf,
-        cout: outf,
-        ins: [1, 1, 1],
-        outs: [1, 1, 1],
-        k: [1, 1, 1],
-        s: [1, 1, 1],
-        p: [0, 0, 0],
-        d: [1, 1, 1],
-        x_shape: vec![rows, inf, 1],
-        w_shape: vec![outf, inf, 1],
-        y_shape: vec![rows, outf, 1],
-    };
-    let y = conv_slot(Arc::new(g), Slot::Y, &x3, &w3)?;
+    // one 2-D GEMM over all rows (the matmul kernel and its backward are much faster than the
+    // 1x1-convolution path for the shapes of transformer layers)
+    let y = x.reshape(&[rows as i64, inf as i64])?.matmul(&w2.t()?)?;
     let mut shape: Vec<i64> = x.shape()[..x.ndim() - 1].iter().map(|&v| v as i64).collect();
     if w.ndim() == 2 {
         shape.push(outf as i64);

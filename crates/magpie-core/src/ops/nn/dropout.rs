@@ -4,23 +4,10 @@
 
 use crate::tensor::Tensor;
 use crate::{Error, Result};
-use std::sync::atomic::{AtomicU64, Ordering};
-
-static SEED: AtomicU64 = AtomicU64::new(0x9E37_79B9_7F4A_7C15);
-
-/// `n` uniform numbers in [0, 1) from a splitmix64 stream (a stand-in until the shared RNG exists).
+/// `n` uniform numbers in [0, 1) from the default generator, so `manual_seed` fixes dropout
+/// masks and a checkpoint of the generator's state resumes them exactly.
 fn uniform(n: usize) -> Vec<f64> {
-    let mut s = SEED.fetch_add(0x9E37_79B9_7F4A_7C15u64.wrapping_mul(n as u64 | 1), Ordering::Relaxed);
-    (0..n)
-        .map(|_| {
-            s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = s;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^= z >> 31;
-            (z >> 11) as f64 / (1u64 << 53) as f64
-        })
-        .collect()
+    crate::ops::random::with_default_generator(|g| g.uniform(n))
 }
 
 /// The shape a mask is drawn in: the whole tensor, or `[N, C, 1, ...]` for feature dropout.

@@ -200,6 +200,11 @@ pub fn cross_entropy(x: &Tensor, t: &Tensor, w: Option<&Tensor>, ignore_index: i
     if !(0.0..=1.0).contains(&label_smoothing) {
         return Err(Error::value(op, format!("label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")));
     }
+    if w.is_none() && label_smoothing == 0.0 && !t.dtype().is_float() {
+        if let Some(l) = super::cross_entropy::cross_entropy_fused(x, t, ignore_index, r)? {
+            return Ok(l);
+        }
+    }
     let cd = class_dim(x);
     let c = x.shape()[cd];
     let logp = x.nn_log_softmax(cd as i64)?;

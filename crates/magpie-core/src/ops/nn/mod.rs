@@ -6,12 +6,15 @@
 
 pub mod attention;
 pub mod conv;
+pub(crate) mod cross_entropy;
 pub mod dropout;
 pub mod embedding;
 pub mod fold;
 pub(crate) mod gather;
 pub mod grid_sample;
 pub mod interpolate;
+pub(crate) mod layer_norm;
+pub(crate) mod linear;
 pub mod loss;
 pub mod norm;
 pub mod pool;

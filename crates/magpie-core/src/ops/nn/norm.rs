@@ -36,6 +36,17 @@ pub fn native_layer_norm(x: &Tensor, ns: &[i64], w: Option<&Tensor>, b: Option<&
         }
     }
     super::util::check_float(op, x)?;
+    if let Some(r) = super::layer_norm::layer_norm_fused(x, k, w, b, eps)? {
+        return Ok(r);
+    }
+    layer_norm_composite(x, ns, w, b, eps)
+}
+
+/// Layer norm as a composite of mean / sub / mul ops (autograd comes from them): the
+/// reference the fused kernel is tested against. Expects validated arguments.
+#[doc(hidden)]
+pub fn layer_norm_composite(x: &Tensor, ns: &[i64], w: Option<&Tensor>, b: Option<&Tensor>, eps: f64) -> Result<(Tensor, Tensor, Tensor)> {
+    let k = ns.len();
     let dims: Vec<i64> = (x.ndim() - k..x.ndim()).map(|d| d as i64).collect();
     let (m, v) = moments(x, &dims)?;
     let rstd = v.add_scalar(eps)?.pow_scalar(-0.5)?;

@@ -17,6 +17,7 @@ impl Tensor {
         let src = if out_dt != self.dtype() { self.to_dtype(out_dt)? } else { self.clone() };
         let shape = reduced_shape(self.shape(), &d, keepdim);
         let out = match out_dt {
+            DType::F32 if fast_sum_applies(&src, &d) => Tensor::from_vec(fast_sum_f32(&src, &d)?, &shape)?,
             d2 if d2.is_integral() => crate::with_dtype!(d2, T, {
                 let (v, _) = reduce_rows::<i64, T>(&src, &d, |r| T::from_i64(r.iter().fold(0i64, |a, &b| a.wrapping_add(b))))?;
                 Tensor::from_vec(v, &shape)?
@@ -229,6 +230,46 @@ fn prod_others(x: &Tensor, dim: usize) -> Result<Tensor> {
             }
         })
     })
+}
+
+/// True when `src` is a contiguous f32 CPU tensor whose reduced dims form one run `a..b`: then
+/// the sum is a row sum (`b` = ndim) or column sums of `[outer, red, inner]` blocks, read in
+/// place with SIMD kernels instead of permuted and gathered.
+fn fast_sum_applies(src: &Tensor, d: &[usize]) -> bool {
+    if src.dtype() != DType::F32 || src.device() != crate::Device::Cpu || !src.is_contiguous() || d.is_empty() {
+        return false;
+    }
+    let mut s = d.to_vec();
+    s.sort_unstable();
+    s.windows(2).all(|w| w[1] == w[0] + 1)
+}
+
+/// The sums of [`fast_sum_applies`]' case, row-major over the kept dims.
+fn fast_sum_f32(src: &Tensor, d: &[usize]) -> Result<Vec<f32>> {
+    let (a, b) = (*d.iter().min().unwrap_or(&0), d.iter().max().map_or(0, |m| m + 1));
+    let sh = src.shape();
+    let outer: usize = sh[..a].iter().product();
+    let red: usize = sh[a..b].iter().product();
+    let inner: usize = sh[b..].iter().product();
+    let mut out = vec![0f32; outer * inner];
+    cpu::read(src, |x: &[f32]| {
+        if inner == 1 {
+            cpu::rows::row_sums(x, red, &mut out);
+        } else if red == 0 {
+        } else if outer == 1 {
+            cpu::rows::col_sums(x, red, inner, &mut out, true);
+        } else {
+            use rayon::prelude::*;
+            let par = outer * red * inner >= cpu::rows::PAR_MIN;
+            let f = |(o, blk): (&mut [f32], &[f32])| cpu::rows::col_sums(blk, red, inner, o, false);
+            if par {
+                out.par_chunks_mut(inner).zip(x.par_chunks(red * inner)).for_each(f);
+            } else {
+                out.chunks_mut(inner).zip(x.chunks(red * inner)).for_each(f);
+            }
+        }
+    })?;
+    Ok(out)
 }
 
 /// Below this many elements one row is summed on one thread.

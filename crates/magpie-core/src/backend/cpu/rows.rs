@@ -1,0 +1,383 @@
+//! f32 kernels over the rows of a contiguous matrix: sums (of rows and of columns), softmax and
+//! log_softmax with their backward, the per-row log-sum-exp and backward of cross entropy, and
+//! GELU. Reductions keep explicit 8-lane accumulator arrays so that they vectorize without
+//! reassociation flags; heavy math (`expf`) runs in flat loops the loop vectorizer handles.
+//! Each kernel works on a block of rows and is compiled for AVX2 (`simd_kernel!`); the
+//! `par_*` drivers split rows into blocks over rayon.
+//! The references they are tested against are the composites in `ops/` (tests/cpu_fused.rs).
+
+use super::vmath::expf;
+use rayon::prelude::*;
+
+/// Lanes of the accumulator arrays (one AVX2 register of f32).
+const L: usize = 8;
+/// Below this many elements a kernel runs on the calling thread.
+pub const PAR_MIN: usize = 1 << 15;
+/// Elements per parallel task (a group of rows).
+const TASK: usize = 1 << 14;
+
+/// The sum of an 8-lane accumulator array, pairwise.
+#[inline(always)]
+fn hsum(a: [f32; L]) -> f32 {
+    ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]))
+}
+
+/// The sum of at most a few thousand values: 4 x 8 independent lanes (latency-bound loops
+/// otherwise), combined pairwise.
+#[inline(always)]
+fn block_sum(x: &[f32]) -> f32 {
+    let mut acc = [[0f32; L]; 4];
+    let chunks = x.chunks_exact(4 * L);
+    let rem = chunks.remainder();
+    for c in chunks {
+        for j in 0..4 {
+            for k in 0..L {
+                acc[j][k] += c[j * L + k];
+            }
+        }
+    }
+    let mut tail = [0f32; L];
+    let c8 = rem.chunks_exact(L);
+    let r8 = c8.remainder();
+    for c in c8 {
+        for k in 0..L {
+            tail[k] += c[k];
+        }
+    }
+    let mut s = (hsum(acc[0]) + hsum(acc[1])) + (hsum(acc[2]) + hsum(acc[3])) + hsum(tail);
+    for &v in r8 {
+        s += v;
+    }
+    s
+}
+
+/// Cascade (pairwise over blocks of 1024) sum of f32 values in f32, without recursion so that
+/// it inlines into vectorized callers. Error grows with log(n), as PyTorch's cascade sum.
+#[inline(always)]
+pub fn sum_f32(x: &[f32]) -> f32 {
+    const B: usize = 1024;
+    if x.len() <= B {
+        return block_sum(x);
+    }
+    // a binary counter of partial sums: level i holds the sum of 2^i blocks
+    let mut stack = [0f32; 64];
+    let mut levels = 0usize;
+    for (count, blk) in x.chunks(B).enumerate() {
+        let mut s = block_sum(blk);
+        let mut c = count;
+        while c & 1 == 1 {
+            levels -= 1;
+            s += stack[levels];
+            c >>= 1;
+        }
+        stack[levels] = s;
+        levels += 1;
+    }
+    let mut s = 0f32;
+    for l in (0..levels).rev() {
+        s += stack[l];
+    }
+    s
+}
+
+/// `sum(a[i] * b[i])` with 8 lanes.
+#[inline(always)]
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [[0f32; L]; 2];
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let ca = a.chunks_exact(2 * L);
+    let ra = ca.remainder();
+    for (x, y) in ca.zip(b.chunks_exact(2 * L)) {
+        for j in 0..2 {
+            for k in 0..L {
+                acc[j][k] += x[j * L + k] * y[j * L + k];
+            }
+        }
+    }
+    let mut s = hsum(acc[0]) + hsum(acc[1]);
+    let off = n - ra.len();
+    for (x, y) in ra.iter().zip(&b[off..]) {
+        s += x * y;
+    }
+    s
+}
+
+/// The max of a row (NaN-ignoring; a NaN still poisons the exp sum that follows, as it must).
+#[inline(always)]
+fn row_max(x: &[f32]) -> f32 {
+    let mut acc = [f32::NEG_INFINITY; L];
+    let c = x.chunks_exact(L);
+    let r = c.remainder();
+    for v in c {
+        for k in 0..L {
+            acc[k] = acc[k].max(v[k]);
+        }
+    }
+    let mut m = acc.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
+    for &v in r {
+        m = m.max(v);
+    }
+    m
+}
+
+/// `o[i] = exp(x[i] - m)`, a flat loop (vectorized by the loop vectorizer).
+#[inline(always)]
+fn exp_shifted(x: &[f32], m: f32, o: &mut [f32]) {
+    for (ov, &xv) in o.iter_mut().zip(x) {
+        *ov = expf(xv - m);
+    }
+}
+
+/// `log(sum(exp(x)))` of a row, stable (max subtracted): NaN with NaNs, `m` when the max is
+/// infinite (all -inf gives -inf, as the composite).
+#[inline(always)]
+fn logsumexp_row(x: &[f32]) -> f32 {
+    let m = row_max(x);
+    if m == f32::NEG_INFINITY || m == f32::INFINITY {
+        return if x.iter().any(|v| v.is_nan()) { f32::NAN } else { m };
+    }
+    let mut buf = [0f32; 256];
+    let mut s = 0f32;
+    for c in x.chunks(256) {
+        exp_shifted(c, m, &mut buf[..c.len()]);
+        s += sum_f32(&buf[..c.len()]);
+    }
+    m + s.ln()
+}
+
+crate::simd_kernel! {
+    /// Softmax (`log = false`) or log_softmax of the `n`-element rows of `x` into `o`.
+    pub fn softmax_rows(x: &[f32], o: &mut [f32], n: usize, log: bool) {
+        for (xr, or) in x.chunks(n).zip(o.chunks_mut(n)) {
+            let m = row_max(xr);
+            exp_shifted(xr, m, or);
+            let s = sum_f32(or);
+            if log {
+                let shift = m + s.ln();
+                for (ov, &xv) in or.iter_mut().zip(xr) {
+                    *ov = xv - shift;
+                }
+            } else {
+                let inv = 1.0 / s;
+                for ov in or.iter_mut() {
+                    *ov *= inv;
+                }
+            }
+        }
+    }
+}
+
+crate::simd_kernel! {
+    /// The input gradient of softmax (`y * (g - sum(g * y))`) or, with `log`, of log_softmax
+    /// (`g - exp(y) * sum(g)`), over `n`-element rows of output `y` and output gradient `g`.
+    pub fn softmax_backward_rows(g: &[f32], y: &[f32], o: &mut [f32], n: usize, log: bool) {
+        for ((gr, yr), or) in g.chunks(n).zip(y.chunks(n)).zip(o.chunks_mut(n)) {
+            if log {
+                let s = sum_f32(gr);
+                for ((ov, &gv), &yv) in or.iter_mut().zip(gr).zip(yr) {
+                    *ov = gv - expf(yv) * s;
+                }
+            } else {
+                let d = dot(gr, yr);
+                for ((ov, &gv), &yv) in or.iter_mut().zip(gr).zip(yr) {
+                    *ov = yv * (gv - d);
+                }
+            }
+        }
+    }
+}
+
+crate::simd_kernel! {
+    /// `out[i] = log(sum(exp(row i)))` over the `n`-element rows of `x`.
+    pub fn logsumexp_rows(x: &[f32], n: usize, out: &mut [f32]) {
+        for (o, r) in out.iter_mut().zip(x.chunks(n)) {
+            *o = logsumexp_row(r);
+        }
+    }
+}
+
+crate::simd_kernel! {
+    /// `out[i] = sum(row i)` over the `n`-element rows of `x`.
+    pub fn sum_rows(x: &[f32], n: usize, out: &mut [f32]) {
+        for (o, r) in out.iter_mut().zip(x.chunks(n)) {
+            *o = sum_f32(r);
+        }
+    }
+}
+
+crate::simd_kernel! {
+    /// Cross entropy's input gradient over the `n`-class rows of logits `x`:
+    /// `(exp(x - lse) - onehot(t)) * scale`, zero rows where `t == ignore`.
+    pub fn cross_entropy_backward_rows(x: &[f32], lse: &[f32], t: &[i64], scale: &[f32], ignore: i64, n: usize, o: &mut [f32]) {
+        for (i, (xr, or)) in x.chunks(n).zip(o.chunks_mut(n)).enumerate() {
+            if t[i] == ignore {
+                or.fill(0.0);
+                continue;
+            }
+            exp_shifted(xr, lse[i], or);
+            let s = scale[i];
+            for ov in or.iter_mut() {
+                *ov *= s;
+            }
+            or[t[i] as usize] -= s;
+        }
+    }
+}
+
+crate::simd_kernel! {
+    /// GELU (`tanh`: its tanh approximation) of `x` into `o`.
+    pub fn gelu_block(x: &[f32], o: &mut [f32], tanh: bool) {
+        if tanh {
+            for (ov, &xv) in o.iter_mut().zip(x) {
+                *ov = super::vmath::gelu_tanh(xv);
+            }
+        } else {
+            for (ov, &xv) in o.iter_mut().zip(x) {
+                *ov = super::vmath::gelu_erf(xv);
+            }
+        }
+    }
+}
+
+crate::simd_kernel! {
+    /// GELU's input gradient `g * gelu'(x)` into `o`.
+    pub fn gelu_backward_block(x: &[f32], g: &[f32], o: &mut [f32], tanh: bool) {
+        if tanh {
+            for ((ov, &xv), &gv) in o.iter_mut().zip(x).zip(g) {
+                *ov = gv * super::vmath::gelu_tanh_grad(xv);
+            }
+        } else {
+            for ((ov, &xv), &gv) in o.iter_mut().zip(x).zip(g) {
+                *ov = gv * super::vmath::gelu_erf_grad(xv);
+            }
+        }
+    }
+}
+
+/// Runs `f(first_row, out_block)` over blocks of whole `m`-element rows of `out`, in parallel
+/// tasks of about `TASK` elements of work when the total (`work_per_row` per row) is large.
+pub fn par_rows<O: Send>(out: &mut [O], m: usize, work_per_row: usize, f: impl Fn(usize, &mut [O]) + Sync + Send) {
+    let rows = out.len().checked_div(m).unwrap_or(0);
+    if rows == 0 {
+        return;
+    }
+    if rows * work_per_row < PAR_MIN || rows == 1 {
+        f(0, out);
+        return;
+    }
+    let per = (TASK / work_per_row.max(1)).max(1);
+    out.par_chunks_mut(per * m).enumerate().for_each(|(t, b)| f(t * per, b));
+}
+
+/// The sums of the `n`-element rows of `x` into `out` (one per row).
+pub fn row_sums(x: &[f32], n: usize, out: &mut [f32]) {
+    if n == 0 {
+        out.fill(0.0);
+        return;
+    }
+    if out.len() == 1 && x.len() >= 1 << 18 {
+        // one long row: split it over threads
+        let parts: Vec<f32> = x.par_chunks(1 << 16).map(|c| {
+            let mut o = [0f32];
+            sum_rows(c, c.len(), &mut o);
+            o[0]
+        }).collect();
+        out[0] = sum_f32(&parts);
+        return;
+    }
+    par_rows(out, 1, n, |r0, o| sum_rows(&x[r0 * n..(r0 + o.len()) * n], n, o));
+}
+
+/// Column strip width (floats) a task accumulates across rows.
+const STRIP: usize = 64;
+
+crate::simd_kernel! {
+    /// Adds rows `r0..r1` of the row-major `[_, cols]` matrix `x`, restricted to columns
+    /// `c0..c0 + o.len()`, into `o` (overwritten), two-level (blocks of 128 rows) for accuracy.
+    fn col_strip(x: &[f32], cols: usize, r0: usize, r1: usize, c0: usize, o: &mut [f32]) {
+        for (i, o) in o.chunks_mut(STRIP).enumerate() {
+            let c0 = c0 + i * STRIP;
+            let w = o.len();
+            let mut total = [0f32; STRIP];
+            let mut r = r0;
+            while r < r1 {
+                let end = (r + 128).min(r1);
+                let mut acc = [0f32; STRIP];
+                for rr in r..end {
+                    let row = &x[rr * cols + c0..rr * cols + c0 + w];
+                    for (a, &v) in acc[..w].iter_mut().zip(row) {
+                        *a += v;
+                    }
+                }
+                for k in 0..w {
+                    total[k] += acc[k];
+                }
+                r = end;
+            }
+            o.copy_from_slice(&total[..w]);
+        }
+    }
+}
+
+/// The sums of the columns of the row-major `[rows, cols]` matrix `x` into `out` (`cols`
+/// elements): strips of columns in parallel, or slabs of rows when the columns are few.
+pub fn col_sums(x: &[f32], rows: usize, cols: usize, out: &mut [f32], par: bool) {
+    if cols == 0 {
+        return;
+    }
+    let big = par && rows * cols >= PAR_MIN;
+    if big && cols < 4 * STRIP && rows >= 256 {
+        let threads = rayon::current_num_threads().max(1);
+        let slab = rows.div_ceil(threads * 2).max(128);
+        let parts: Vec<Vec<f32>> = (0..rows.div_ceil(slab))
+            .into_par_iter()
+            .map(|s| {
+                let mut p = vec![0f32; cols];
+                col_strip(x, cols, s * slab, ((s + 1) * slab).min(rows), 0, &mut p);
+                p
+            })
+            .collect();
+        out.fill(0.0);
+        for p in &parts {
+            for (o, v) in out.iter_mut().zip(p) {
+                *o += v;
+            }
+        }
+    } else if big {
+        out.par_chunks_mut(STRIP).enumerate().for_each(|(i, o)| col_strip(x, cols, 0, rows, i * STRIP, o));
+    } else {
+        col_strip(x, cols, 0, rows, 0, out);
+    }
+}
+
+/// GELU of `x` (or, with `g`, its input gradient) into `o`, in parallel chunks when large.
+pub fn par_gelu(x: &[f32], g: Option<&[f32]>, o: &mut [f32], tanh: bool) {
+    let f = |k: usize, o: &mut [f32]| {
+        let r = k * TASK..k * TASK + o.len();
+        match g {
+            Some(g) => gelu_backward_block(&x[r.clone()], &g[r], o, tanh),
+            None => gelu_block(&x[r], o, tanh),
+        }
+    };
+    if o.len() < PAR_MIN {
+        f(0, o);
+    } else {
+        o.par_chunks_mut(TASK).enumerate().for_each(|(k, c)| f(k, c));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sums_match_f64() {
+        for n in [0usize, 1, 7, 8, 33, 1023, 1024, 1025, 5000, 70_000] {
+            let x: Vec<f32> = (0..n).map(|i| ((i * 7919 % 1000) as f32) / 1000.0 - 0.3).collect();
+            let want: f64 = x.iter().map(|&v| v as f64).sum();
+            let got = sum_f32(&x) as f64;
+            assert!((got - want).abs() <= 1e-5 * (1.0 + want.abs()), "n={n}: {got} vs {want}");
+        }
+    }
+}

@@ -1,0 +1,95 @@
+//! `cross_entropy` with class-index targets on f32 CPU logits `[N, C]` as one fused op: the
+//! forward is a per-row log-sum-exp (no `[N, C]` log-probabilities are kept), the backward
+//! writes `(softmax(x) - onehot(t)) * scale` in one pass. Without a class weight or label
+//! smoothing only; everything else, and the reference it is tested against, is the
+//! `log_softmax` + `nll_loss` composite in `loss.rs`.
+
+use super::loss::Reduction;
+use crate::autograd::{self, Saved};
+use crate::backend::cpu::{self, rows};
+use crate::device::Device;
+use crate::dtype::DType;
+use crate::tensor::Tensor;
+use crate::{Error, Result};
+use std::sync::Arc;
+
+/// The loss when the fused path applies, else None (the caller runs the composite).
+pub(crate) fn cross_entropy_fused(x: &Tensor, t: &Tensor, ignore_index: i64, r: Reduction) -> Result<Option<Tensor>> {
+    if x.dtype() != DType::F32 || x.device() != Device::Cpu || x.ndim() != 2 || !t.dtype().is_int() || t.ndim() != 1 {
+        return Ok(None);
+    }
+    let (n, c) = (x.shape()[0], x.shape()[1]);
+    if t.shape()[0] != n || c == 0 {
+        return Ok(None);
+    }
+    let tv: Vec<i64> = t.to_vec()?;
+    for &v in &tv {
+        if v != ignore_index && (v < 0 || v >= c as i64) {
+            return Err(Error::index("nll_loss", format!("Target {v} is out of bounds.")));
+        }
+    }
+    let mut lse = vec![0f32; n];
+    let mut loss = vec![0f32; n];
+    cpu::read(x, |xs: &[f32]| {
+        rows::par_rows(&mut lse, 1, c, |r0, o| rows::logsumexp_rows(&xs[r0 * c..(r0 + o.len()) * c], c, o));
+        for (i, l) in loss.iter_mut().enumerate() {
+            let ti = tv[i];
+            *l = if ti == ignore_index { 0.0 } else { lse[i] - xs[i * c + ti as usize] };
+        }
+    })?;
+    let count = tv.iter().filter(|&&v| v != ignore_index).count();
+    let out = match r {
+        Reduction::None => Tensor::from_vec(loss, &[n])?,
+        Reduction::Sum => Tensor::from_vec(vec![rows::sum_f32(&loss)], &[])?,
+        Reduction::Mean => Tensor::from_vec(vec![rows::sum_f32(&loss) / count as f32], &[])?,
+    };
+    let sx = Saved::new("cross_entropy", x);
+    let (tv, lse) = (Arc::new(tv), Arc::new(lse));
+    let target = t.clone();
+    autograd::record("CrossEntropyLoss", &[x], &[out.clone()], move |_, g| {
+        let x = sx.get()?;
+        let gx = if autograd::is_grad_enabled() {
+            composite_grad(&x, &target, &g[0], ignore_index, r, count)?
+        } else {
+            fused_grad(&x, &tv, &lse, &g[0], ignore_index, r, count)?
+        };
+        Ok(vec![Some(gx)])
+    });
+    Ok(Some(out))
+}
+
+/// `(softmax(x) - onehot(t)) * scale_i` with the kernel; ignored rows get zeros.
+fn fused_grad(x: &Tensor, tv: &[i64], lse: &[f32], g: &Tensor, ignore_index: i64, r: Reduction, count: usize) -> Result<Tensor> {
+    let (n, c) = (x.shape()[0], x.shape()[1]);
+    let gv: Vec<f32> = g.to_vec()?;
+    let scale: Vec<f32> = (0..n)
+        .map(|i| match r {
+            Reduction::None => gv[i],
+            Reduction::Sum => gv[0],
+            Reduction::Mean => gv[0] / count as f32,
+        })
+        .collect();
+    let mut out = vec![0f32; n * c];
+    cpu::read(x, |xs: &[f32]| {
+        rows::par_rows(&mut out, c, c, |r0, o| {
+            let r1 = r0 + o.len() / c;
+            rows::cross_entropy_backward_rows(&xs[r0 * c..r1 * c], &lse[r0..r1], &tv[r0..r1], &scale[r0..r1], ignore_index, c, o)
+        })
+    })?;
+    Tensor::from_vec(out, &[n, c])
+}
+
+/// The same gradient with tensor ops (differentiable again, for double backward).
+fn composite_grad(x: &Tensor, t: &Tensor, g: &Tensor, ignore_index: i64, r: Reduction, count: usize) -> Result<Tensor> {
+    let c = x.shape()[1];
+    let p = x.softmax(1, None)?;
+    let classes = Tensor::arange(0i64, c as i64, 1i64)?.reshape(&[1, -1])?;
+    let onehot = t.unsqueeze(1)?.eq(&classes)?.to_dtype(x.dtype())?;
+    let valid = t.ne_scalar(ignore_index)?.to_dtype(x.dtype())?;
+    let scale = match r {
+        Reduction::None => g.mul(&valid)?,
+        Reduction::Sum => valid.mul(g)?,
+        Reduction::Mean => valid.mul(&g.div_scalar(count as f64)?)?,
+    };
+    p.sub(&onehot)?.mul(&scale.unsqueeze(1)?)
+}

@@ -1,0 +1,243 @@
+//! The fused f32 CPU kernels (softmax, log_softmax, layer_norm, cross_entropy, gelu, sums,
+//! linear) against their references: the same op in f64 (which runs the composite or scalar
+//! path) or the composite itself, forward and gradients, at odd sizes and on non-contiguous
+//! inputs; plus double backward through the fused ops' composite gradient path.
+
+use magpie_core::autograd;
+use magpie_core::ops::nn::{self, loss, Reduction};
+use magpie_core::{DType, Result, Tensor};
+
+fn randn(shape: &[usize]) -> Tensor {
+    Tensor::randn(shape).unwrap()
+}
+
+fn f64v(t: &Tensor) -> Vec<f64> {
+    t.to_dtype(DType::F64).unwrap().to_vec::<f64>().unwrap()
+}
+
+/// Max |a - b| / (1 + |b|) over all elements; shapes must match.
+fn close(what: &str, a: &Tensor, b: &Tensor, tol: f64) {
+    assert_eq!(a.shape(), b.shape(), "{what}: shapes");
+    let (av, bv) = (f64v(a), f64v(b));
+    let mut worst = 0f64;
+    for (x, y) in av.iter().zip(&bv) {
+        if x.is_nan() && y.is_nan() {
+            continue;
+        }
+        worst = worst.max((x - y).abs() / (1.0 + y.abs()));
+    }
+    assert!(worst <= tol, "{what}: worst relative error {worst:e} > {tol:e}");
+}
+
+/// `(f(x), d<f(x), g>/dx for each input)` with a fixed random output gradient `g`.
+fn value_and_grads(f: &dyn Fn(&[Tensor]) -> Result<Tensor>, inputs: &[Tensor], g: Option<&Tensor>) -> (Tensor, Vec<Tensor>) {
+    let leaves: Vec<Tensor> = inputs.iter().map(|t| t.detach().requires_grad_(true).unwrap()).collect();
+    let y = f(&leaves).unwrap();
+    let gy = match g {
+        Some(g) => g.to_dtype(y.dtype()).unwrap(),
+        None => y.ones_like().unwrap(),
+    };
+    y.backward_with(Some(&gy), false, false).unwrap();
+    (y.detach(), leaves.iter().map(|l| l.grad().unwrap()).collect())
+}
+
+fn to64(ts: &[Tensor]) -> Vec<Tensor> {
+    ts.iter().map(|t| t.to_dtype(DType::F64).unwrap()).collect()
+}
+
+/// Checks `f` on f32 inputs (fused kernels) against `f` on f64 copies (reference paths).
+fn check_vs_f64(what: &str, f: &dyn Fn(&[Tensor]) -> Result<Tensor>, inputs: &[Tensor], tol: f64) {
+    let y0 = f(inputs).unwrap();
+    let g = randn(y0.shape());
+    let (y, gs) = value_and_grads(f, inputs, Some(&g));
+    let (yr, gr) = value_and_grads(f, &to64(inputs), Some(&g));
+    close(&format!("{what} value"), &y, &yr, tol);
+    for (i, (a, b)) in gs.iter().zip(&gr).enumerate() {
+        close(&format!("{what} grad {i}"), a, b, tol);
+    }
+}
+
+const SHAPES: &[&[usize]] = &[&[1, 1], &[3, 7], &[5, 33], &[2, 3, 64], &[70, 1025], &[600, 65]];
+
+#[test]
+fn softmax_and_log_softmax_match_f64() {
+    magpie_core::ops::random::manual_seed(1);
+    for s in SHAPES {
+        let x = randn(s).mul_scalar(3.0).unwrap();
+        check_vs_f64("softmax", &|a| a[0].softmax(-1, None), &[x.clone()], 2e-6);
+        check_vs_f64("log_softmax", &|a| a[0].log_softmax(-1, None), &[x.clone()], 2e-6);
+        // non-contiguous input (a transpose) and a non-last dim
+        let xt = x.mt().unwrap();
+        check_vs_f64("softmax t", &|a| a[0].softmax(-1, None), &[xt.clone()], 2e-6);
+        check_vs_f64("log_softmax dim0", &|a| a[0].log_softmax(0, None), &[x.clone()], 1e-5);
+    }
+    // -inf entries and fully masked rows behave as the reference
+    let x = Tensor::from_vec(vec![0.0f32, f32::NEG_INFINITY, 1.0, f32::NEG_INFINITY, f32::NEG_INFINITY, f32::NEG_INFINITY], &[2, 3]).unwrap();
+    close("softmax -inf", &x.softmax(-1, None).unwrap(), &x.to_dtype(DType::F64).unwrap().softmax(-1, None).unwrap(), 1e-6);
+}
+
+#[test]
+fn layer_norm_matches_composite() {
+    magpie_core::ops::random::manual_seed(2);
+    for s in SHAPES {
+        let n = *s.last().unwrap();
+        let x = randn(s).mul_scalar(2.0).unwrap().add_scalar(0.5).unwrap();
+        let (w, b) = (randn(&[n]), randn(&[n]));
+        let ns = [n as i64];
+        let fused = |a: &[Tensor]| nn::native_layer_norm(&a[0], &ns, Some(&a[1]), Some(&a[2]), 1e-5).map(|r| r.0);
+        let comp = |a: &[Tensor]| nn::norm::layer_norm_composite(&a[0], &ns, Some(&a[1]), Some(&a[2]), 1e-5).map(|r| r.0);
+        let ins = [x.clone(), w.clone(), b.clone()];
+        let g = randn(x.shape());
+        let (y, gs) = value_and_grads(&fused, &ins, Some(&g));
+        let (yr, gr) = value_and_grads(&comp, &to64(&ins), Some(&g));
+        let leaf = x.detach().requires_grad_(true).unwrap();
+        assert_eq!(fused(&[leaf, w.clone(), b.clone()]).unwrap().grad_fn().unwrap().name(), "NativeLayerNormBackward0", "fused path taken");
+        close("layer_norm value", &y, &yr, 2e-5);
+        for (i, (a, b)) in gs.iter().zip(&gr).enumerate() {
+            close(&format!("layer_norm grad {i} {s:?}"), a, b, 1e-4);
+        }
+        // no weight / bias, and a non-contiguous input
+        let xt = randn(&[n, s[0]]).mt().unwrap();
+        check_vs_f64("layer_norm plain", &|a| nn::native_layer_norm(&a[0], &ns, None, None, 1e-5).map(|r| r.0), &[xt], 1e-4);
+    }
+    // the mean / rstd outputs and their gradients
+    let x = randn(&[4, 6, 10]);
+    let f = |a: &[Tensor]| {
+        let (y, m, r) = nn::native_layer_norm(&a[0], &[6, 10], None, None, 1e-5)?;
+        y.sum()?.add(&m.mul_scalar(3.0)?.sum()?)?.add(&r.sum()?)
+    };
+    check_vs_f64("layer_norm stats", &f, &[x], 1e-4);
+}
+
+#[test]
+fn layer_norm_double_backward_matches_composite() {
+    magpie_core::ops::random::manual_seed(3);
+    let x = randn(&[5, 12]);
+    let w = randn(&[12]);
+    let g = randn(&[5, 12]);
+    let v = randn(&[5, 12]);
+    let run = |x: &Tensor, w: &Tensor, fused: bool| -> Vec<Tensor> {
+        let x = x.detach().requires_grad_(true).unwrap();
+        let w = w.detach().requires_grad_(true).unwrap();
+        let y = if fused {
+            nn::native_layer_norm(&x, &[12], Some(&w), None, 1e-5).unwrap().0
+        } else {
+            nn::norm::layer_norm_composite(&x, &[12], Some(&w), None, 1e-5).unwrap().0
+        };
+        let gx = autograd::grad(&[y], &[x.clone()], &[g.to_dtype(x.dtype()).unwrap()], true, true, false).unwrap()[0].clone().unwrap();
+        let s = gx.mul(&v.to_dtype(x.dtype()).unwrap()).unwrap().sum().unwrap();
+        autograd::grad(&[s], &[x, w], &[], false, false, false).unwrap().into_iter().map(|t| t.unwrap()).collect()
+    };
+    let a = run(&x, &w, true);
+    let b = run(&x.to_dtype(DType::F64).unwrap(), &w.to_dtype(DType::F64).unwrap(), false);
+    close("layer_norm ggx", &a[0], &b[0], 1e-4);
+    close("layer_norm ggw", &a[1], &b[1], 1e-4);
+}
+
+#[test]
+fn cross_entropy_matches_composite() {
+    magpie_core::ops::random::manual_seed(4);
+    for &(n, c) in &[(1usize, 1usize), (3, 7), (64, 513), (300, 10)] {
+        let x = randn(&[n, c]).mul_scalar(2.0).unwrap();
+        let mut tv: Vec<i64> = (0..n as i64).map(|i| (i * 7919) % c as i64).collect();
+        if n > 2 {
+            tv[1] = -100;
+        }
+        let t = Tensor::from_vec(tv, &[n]).unwrap();
+        for r in [Reduction::Mean, Reduction::Sum, Reduction::None] {
+            let fused = |a: &[Tensor]| loss::cross_entropy(&a[0], &t, None, -100, r, 0.0);
+            let comp = |a: &[Tensor]| loss::nll_loss(&a[0].log_softmax(1, None)?, &t, None, -100, r);
+            let y0 = fused(&[x.clone()]).unwrap();
+            let g = randn(y0.shape());
+            let (y, gs) = value_and_grads(&fused, &[x.clone()], Some(&g));
+            let (yr, gr) = value_and_grads(&comp, &to64(&[x.clone()]), Some(&g));
+            close("cross_entropy value", &y, &yr, 1e-5);
+            let leaf = x.detach().requires_grad_(true).unwrap();
+            assert_eq!(fused(&[leaf]).unwrap().grad_fn().unwrap().name(), "CrossEntropyLossBackward0", "fused path taken");
+            close("cross_entropy grad", &gs[0], &gr[0], 1e-5);
+        }
+    }
+    // out-of-range targets are an error, not a panic
+    let x = randn(&[2, 3]);
+    let t = Tensor::from_vec(vec![0i64, 3], &[2]).unwrap();
+    assert!(loss::cross_entropy(&x, &t, None, -100, Reduction::Mean, 0.0).is_err());
+}
+
+#[test]
+fn cross_entropy_double_backward() {
+    magpie_core::ops::random::manual_seed(5);
+    let x = randn(&[6, 5]);
+    let t = Tensor::from_vec(vec![0i64, 4, 2, 2, 1, 3], &[6]).unwrap();
+    let v = randn(&[6, 5]);
+    let run = |x: &Tensor, fused: bool| -> Tensor {
+        let x = x.detach().requires_grad_(true).unwrap();
+        let l = if fused {
+            loss::cross_entropy(&x, &t, None, -100, Reduction::Mean, 0.0).unwrap()
+        } else {
+            loss::nll_loss(&x.log_softmax(1, None).unwrap(), &t, None, -100, Reduction::Mean).unwrap()
+        };
+        let gx = autograd::grad(&[l], &[x.clone()], &[], true, true, false).unwrap()[0].clone().unwrap();
+        let s = gx.mul(&v.to_dtype(x.dtype()).unwrap()).unwrap().sum().unwrap();
+        autograd::grad(&[s], &[x], &[], false, false, false).unwrap()[0].clone().unwrap()
+    };
+    close("cross_entropy ggx", &run(&x, true), &run(&x.to_dtype(DType::F64).unwrap(), false), 1e-5);
+}
+
+#[test]
+fn gelu_matches_f64() {
+    magpie_core::ops::random::manual_seed(6);
+    for s in SHAPES {
+        let x = randn(s).mul_scalar(3.0).unwrap();
+        for approx in ["none", "tanh"] {
+            check_vs_f64(approx, &|a| a[0].gelu(approx), &[x.clone()], 2e-6);
+            check_vs_f64(approx, &|a| a[0].gelu(approx), &[x.mt().unwrap()], 2e-6);
+        }
+    }
+}
+
+#[test]
+fn sums_match_f64() {
+    magpie_core::ops::random::manual_seed(7);
+    let dims: &[&[i64]] = &[&[-1], &[0], &[0, 1], &[1], &[1, 2], &[0, 2]];
+    for s in [&[3usize, 5, 7][..], &[2, 300, 70], &[64, 3, 1025], &[1, 1, 1], &[4096, 2, 3]] {
+        let x = randn(s);
+        for d in dims {
+            check_vs_f64(&format!("sum {s:?} {d:?}"), &|a| a[0].sum_dims(Some(d), false, None), &[x.clone()], 1e-5);
+            check_vs_f64("sum keepdim", &|a| a[0].sum_dims(Some(d), true, None), &[x.clone()], 1e-5);
+        }
+        check_vs_f64("sum all", &|a| a[0].sum(), &[x.clone()], 1e-5);
+        check_vs_f64("sum t", &|a| a[0].sum_dims(Some(&[0]), false, None), &[x.mt().unwrap()], 1e-5);
+    }
+    // one long row (split over threads)
+    let x = randn(&[1 << 19]);
+    check_vs_f64("sum long", &|a| a[0].sum(), &[x], 1e-5);
+}
+
+#[test]
+fn linear_matches_matmul_reference() {
+    magpie_core::ops::random::manual_seed(8);
+    for &(lead, i, o) in &[(&[1usize][..], 1usize, 1usize), (&[3], 7, 5), (&[2, 9], 33, 17), (&[130], 64, 96)] {
+        let mut xs = lead.to_vec();
+        xs.push(i);
+        let (x, w, b) = (randn(&xs), randn(&[o, i]), randn(&[o]));
+        let fused = |a: &[Tensor]| nn::linear(&a[0], &a[1], Some(&a[2]));
+        let reference = |a: &[Tensor]| a[0].matmul(&a[1].t()?)?.add(&a[2]);
+        let g = randn(&{
+            let mut s = lead.to_vec();
+            s.push(o);
+            s
+        });
+        let ins = [x.clone(), w.clone(), b.clone()];
+        let (y, gs) = value_and_grads(&fused, &ins, Some(&g));
+        let (yr, gr) = value_and_grads(&reference, &to64(&ins), Some(&g));
+        close("linear value", &y, &yr, 1e-5);
+        let leaf = x.detach().requires_grad_(true).unwrap();
+        assert_eq!(fused(&[leaf, w.clone(), b.clone()]).unwrap().grad_fn().unwrap().name(), "LinearBackward0", "fused path taken");
+        for (k, (a, b)) in gs.iter().zip(&gr).enumerate() {
+            close(&format!("linear grad {k}"), a, b, 1e-5);
+        }
+        // no bias, transposed input
+        let xt = randn(&[i, 4]).mt().unwrap();
+        check_vs_f64("linear nobias", &|a| nn::linear(&a[0], &a[1], None), &[xt, w.clone()], 1e-5);
+    }
+}

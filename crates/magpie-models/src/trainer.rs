@@ -1,0 +1,341 @@
+//! Training a [`Gpt`] on a token stream: AdamW (decay on matrices only), linear warmup then
+//! cosine decay (a `LambdaLR`), gradient clipping, validation loss, and checkpoints that resume
+//! bit-identically: model, optimizer, scheduler, both random generators (the default one, which
+//! dropout draws from, and the data-order one) and the step.
+
+use crate::data::{Dataset, Split};
+use crate::gpt::{Gpt, GptConfig};
+use crate::tokenizer::CharTokenizer;
+use magpie_core::autograd::no_grad;
+use magpie_core::ops::random::{self, Generator};
+use magpie_core::{DType, Device, Error, Result, Tensor};
+use magpie_io::checkpoint::{load_dir, save_dir, CheckpointFiles};
+use magpie_nn::{ModuleExt, StateDict};
+use magpie_optim::scheduler::{LambdaLr, LrScheduler};
+use magpie_optim::{AdamConfig, AdamW, Optimizer};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// How to train (everything but the model's shape).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TrainConfig {
+    /// Total optimizer steps.
+    pub steps: usize,
+    pub batch_size: usize,
+    /// Peak learning rate (reached after `warmup_steps`, then cosine-decayed to `min_lr`).
+    pub lr: f64,
+    pub min_lr: f64,
+    pub warmup_steps: usize,
+    pub weight_decay: f64,
+    /// Max global gradient norm (0 = no clipping).
+    pub grad_clip: f64,
+    pub seed: u64,
+    /// Batches averaged per validation estimate.
+    pub eval_iters: usize,
+    /// Share of the corpus (its end) held out for validation.
+    pub val_fraction: f64,
+    /// "float32" or "float64".
+    pub dtype: String,
+    /// "cpu" or "cuda[:N]".
+    pub device: String,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        TrainConfig {
+            steps: 1000,
+            batch_size: 16,
+            lr: 3e-3,
+            min_lr: 3e-4,
+            warmup_steps: 50,
+            weight_decay: 0.1,
+            grad_clip: 1.0,
+            seed: 1337,
+            eval_iters: 8,
+            val_fraction: 0.1,
+            dtype: "float32".into(),
+            device: "cpu".into(),
+        }
+    }
+}
+
+impl TrainConfig {
+    /// Checks the values (a clear error for each impossible one).
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(Error::value("TrainConfig", m));
+        if self.steps == 0 {
+            return bad("steps must be at least 1".into());
+        }
+        if self.batch_size == 0 {
+            return bad("batch size must be at least 1".into());
+        }
+        if !(self.lr > 0.0 && self.lr.is_finite()) {
+            return bad(format!("learning rate must be a positive number, got {}", self.lr));
+        }
+        if !(self.min_lr >= 0.0 && self.min_lr <= self.lr) {
+            return bad(format!("min_lr must lie in [0, lr], got {}", self.min_lr));
+        }
+        if !(self.weight_decay >= 0.0) || !(self.grad_clip >= 0.0) {
+            return bad("weight decay and gradient clip must be non-negative".into());
+        }
+        if self.eval_iters == 0 {
+            return bad("eval_iters must be at least 1".into());
+        }
+        if !(self.val_fraction > 0.0 && self.val_fraction < 1.0) {
+            return bad(format!("val_fraction must lie in (0, 1), got {}", self.val_fraction));
+        }
+        self.dtype()?;
+        self.device()?;
+        Ok(())
+    }
+    /// The parameter dtype.
+    pub fn dtype(&self) -> Result<DType> {
+        match self.dtype.as_str() {
+            "float32" | "f32" => Ok(DType::F32),
+            "float64" | "f64" => Ok(DType::F64),
+            d => Err(Error::value("TrainConfig", format!("dtype {d:?} is not supported for training (float32 or float64)"))),
+        }
+    }
+    /// The device, checked to be usable.
+    pub fn device(&self) -> Result<Device> {
+        let d = Device::parse(&self.device)?;
+        if d.is_cuda() {
+            magpie_core::backend::cuda::require("train")?;
+        }
+        Ok(d)
+    }
+    /// The learning-rate factor at `step` (LambdaLR's function): linear warmup to 1, then a cosine
+    /// from 1 down to `min_lr / lr` at the last step.
+    pub fn lr_factor(&self) -> impl Fn(i64) -> f64 + Send + 'static {
+        let (warm, total, floor) = (self.warmup_steps as f64, self.steps as f64, self.min_lr / self.lr);
+        move |e: i64| {
+            let e = e as f64;
+            if e < warm {
+                return (e + 1.0) / (warm + 1.0);
+            }
+            let span = (total - warm).max(1.0);
+            let t = ((e - warm) / span).clamp(0.0, 1.0);
+            floor + (1.0 - floor) * 0.5 * (1.0 + (std::f64::consts::PI * t).cos())
+        }
+    }
+}
+
+/// The model, optimizer, scheduler and random state of one training run.
+pub struct Trainer {
+    pub model: Gpt,
+    pub opt: AdamW,
+    pub sched: LambdaLr,
+    /// Draws the batches (kept apart from the default generator that dropout uses).
+    pub data_rng: Generator,
+    /// Optimizer steps taken so far.
+    pub step: usize,
+    pub config: TrainConfig,
+    pub tokenizer: CharTokenizer,
+    /// Checksum and length of the token stream trained on, so a resume can check the corpus.
+    pub corpus_id: (u64, usize),
+    device: Device,
+}
+
+/// The scheduler fields a checkpoint keeps (PyTorch's `LRScheduler.state_dict()` for LambdaLR).
+#[derive(Serialize, Deserialize)]
+struct SchedState {
+    base_lrs: Vec<f64>,
+    last_epoch: i64,
+    step_count: u64,
+    last_lr: Vec<f64>,
+}
+
+/// `trainer.json`.
+#[derive(Serialize, Deserialize)]
+struct TrainerFile {
+    step: usize,
+    model: GptConfig,
+    train: TrainConfig,
+    scheduler: SchedState,
+    /// (seed, offset) of the default generator and of the data-order generator.
+    rng_default: (u64, u64),
+    rng_data: (u64, u64),
+    corpus_fnv1a64: String,
+    corpus_tokens: usize,
+}
+
+/// A checksum of a token stream (identifies the corpus in checkpoints).
+pub fn corpus_id(tokens: &[u32]) -> (u64, usize) {
+    let bytes: Vec<u8> = tokens.iter().flat_map(|t| t.to_le_bytes()).collect();
+    (magpie_io::checkpoint::fnv1a64(&bytes), tokens.len())
+}
+
+fn make_optimizer(model: &Gpt, cfg: &TrainConfig) -> Result<(AdamW, LambdaLr)> {
+    let (decay, no_decay) = model.decay_groups();
+    let ac = AdamConfig { lr: cfg.lr, betas: (0.9, 0.95), weight_decay: cfg.weight_decay, ..AdamConfig::adamw() };
+    let mut opt = AdamW::new(decay, ac.clone())?;
+    if !no_decay.is_empty() {
+        opt.add_param_group(no_decay, AdamConfig { weight_decay: 0.0, ..ac })?;
+    }
+    let sched = LambdaLr::new(&mut opt, vec![Box::new(cfg.lr_factor())])?;
+    Ok((opt, sched))
+}
+
+impl Trainer {
+    /// A fresh run: seeds the default generator with `config.seed`, builds and initialises the model.
+    pub fn new(model_cfg: GptConfig, config: TrainConfig, tokenizer: CharTokenizer, corpus_id: (u64, usize)) -> Result<Trainer> {
+        config.validate()?;
+        model_cfg.validate()?;
+        if model_cfg.vocab_size != tokenizer.vocab_size() {
+            return Err(Error::value("train", format!("vocab_size {} does not match the tokenizer's {}", model_cfg.vocab_size, tokenizer.vocab_size())));
+        }
+        let device = config.device()?;
+        random::manual_seed(config.seed);
+        let mut model = Gpt::new(model_cfg)?;
+        model.to_dtype(config.dtype()?)?;
+        if device != Device::Cpu {
+            model.to_device(device)?;
+        }
+        let (opt, sched) = make_optimizer(&model, &config)?;
+        // the data order has its own stream, derived from the seed
+        let data_rng = Generator::new(config.seed ^ 0x0da7_a0da_7a0d_a7a0);
+        Ok(Trainer { model, opt, sched, data_rng, step: 0, config, tokenizer, corpus_id, device })
+    }
+
+    /// The current learning rate (of the first group).
+    pub fn lr(&self) -> f64 {
+        self.opt.lr(0)
+    }
+
+    /// One optimizer step on a fresh training batch; returns the batch loss.
+    pub fn train_step(&mut self, data: &Dataset) -> Result<f32> {
+        self.model.train(true);
+        let (b, t) = (self.config.batch_size, self.model.config.block_size);
+        let (x, y) = data.batch(&mut self.data_rng, Split::Train, b, t)?;
+        let (x, y) = (x.to_device(self.device)?, y.to_device(self.device)?);
+        let loss = self.model.loss(&x, &y)?;
+        self.opt.zero_grad();
+        loss.backward()?;
+        if self.config.grad_clip > 0.0 {
+            magpie_nn::utils::clip_grad_norm_(&self.opt.params(), self.config.grad_clip, 2.0, false)?;
+        }
+        self.opt.step()?;
+        self.sched.step(&mut self.opt)?;
+        self.step += 1;
+        loss.to_dtype(DType::F32)?.item().map(|s| s.to_f64() as f32)
+    }
+
+    /// The mean loss over `config.eval_iters` batches of `split`, in eval mode without gradients.
+    /// Batches come from a generator re-seeded each time, so evaluation does not disturb training
+    /// and every evaluation sees the same windows.
+    pub fn evaluate(&mut self, data: &Dataset, split: Split) -> Result<f64> {
+        let _g = no_grad();
+        self.model.eval();
+        let mut gen = Generator::new(self.config.seed ^ 0xe7a1_e7a1);
+        let (b, t) = (self.config.batch_size, self.model.config.block_size);
+        let mut sum = 0.0;
+        for _ in 0..self.config.eval_iters {
+            let (x, y) = data.batch(&mut gen, split, b, t)?;
+            let l = self.model.loss(&x.to_device(self.device)?, &y.to_device(self.device)?)?;
+            sum += l.item()?.to_f64();
+        }
+        self.model.train(true);
+        Ok(sum / self.config.eval_iters as f64)
+    }
+
+    /// Writes the checkpoint folder `dir` atomically (see `magpie_io::checkpoint`).
+    pub fn save(&self, dir: &Path) -> Result<()> {
+        let st = self.model.state_dict();
+        let model_bytes = magpie_io::safetensors::serialize(&to_cpu(st)?, None)?;
+        let (otensors, ojson) = self.opt.state_dict()?;
+        let meta = BTreeMap::from([("optimizer".to_string(), ojson)]);
+        let opt_bytes = magpie_io::safetensors::serialize(&otensors, Some(&meta))?;
+        let b = self.sched.base();
+        let file = TrainerFile {
+            step: self.step,
+            model: self.model.config.clone(),
+            train: self.config.clone(),
+            scheduler: SchedState { base_lrs: b.base_lrs.clone(), last_epoch: b.last_epoch, step_count: b.step_count, last_lr: b.last_lr.clone() },
+            rng_default: random::with_default_generator(|g| g.get_state()),
+            rng_data: self.data_rng.get_state(),
+            corpus_fnv1a64: format!("{:016x}", self.corpus_id.0),
+            corpus_tokens: self.corpus_id.1,
+        };
+        let json = serde_json::to_string_pretty(&file).map_err(|e| Error::io("checkpoint", e.to_string()))?;
+        save_dir(
+            dir,
+            &[
+                ("model.safetensors".into(), model_bytes),
+                ("optimizer.safetensors".into(), opt_bytes),
+                ("trainer.json".into(), json.into_bytes()),
+                ("tokenizer.json".into(), self.tokenizer.to_json().into_bytes()),
+            ],
+        )
+    }
+
+    /// Resumes from a checkpoint folder: model, optimizer, scheduler, generators and step, exactly.
+    /// `corpus_id` must be that of the token stream the run was started on.
+    pub fn load(dir: &Path, corpus_id: Option<(u64, usize)>) -> Result<Trainer> {
+        let ck = load_dir(dir)?;
+        let file: TrainerFile = ck.json("trainer.json")?;
+        let tokenizer = read_tokenizer(&ck)?;
+        let id = (u64::from_str_radix(&file.corpus_fnv1a64, 16).map_err(|_| bad_ck(&ck, "trainer.json has a bad corpus checksum"))?, file.corpus_tokens);
+        if let Some(given) = corpus_id {
+            if given != id {
+                return Err(Error::value(
+                    "resume",
+                    format!("the corpus differs from the one checkpoint {} was trained on ({} tokens then, {} now)", dir.display(), id.1, given.1),
+                ));
+            }
+        }
+        let mut t = Trainer::new(file.model, file.train, tokenizer, id)?;
+        load_model_weights(&ck, &t.model)?;
+        let opt = ck.safetensors("optimizer.safetensors")?;
+        let ojson = opt.metadata.get("optimizer").ok_or_else(|| bad_ck(&ck, "optimizer.safetensors has no optimizer metadata"))?;
+        t.opt.load_state_dict(&opt.tensors, ojson)?;
+        let s = file.scheduler;
+        let b = t.sched.base_mut();
+        (b.base_lrs, b.last_epoch, b.step_count, b.last_lr) = (s.base_lrs, s.last_epoch, s.step_count, s.last_lr);
+        random::with_default_generator(|g| g.set_state(file.rng_default));
+        t.data_rng.set_state(file.rng_data);
+        t.step = file.step;
+        Ok(t)
+    }
+}
+
+fn to_cpu(sd: StateDict) -> Result<StateDict> {
+    sd.into_iter().map(|(n, t)| Ok((n, t.to_device(Device::Cpu)?))).collect()
+}
+
+fn bad_ck(ck: &CheckpointFiles, msg: &str) -> Error {
+    Error::io("checkpoint", format!("{}: {msg}", ck.dir().display()))
+}
+
+fn read_tokenizer(ck: &CheckpointFiles) -> Result<CharTokenizer> {
+    let s = std::str::from_utf8(ck.bytes("tokenizer.json")?).map_err(|_| bad_ck(ck, "tokenizer.json is not UTF-8"))?;
+    CharTokenizer::from_json(s).map_err(|e| bad_ck(ck, &e.to_string()))
+}
+
+fn load_model_weights(ck: &CheckpointFiles, model: &Gpt) -> Result<()> {
+    let m = ck.safetensors("model.safetensors")?;
+    let dt = model.wte.weight.dtype();
+    let sd = m.tensors.into_iter().map(|(n, t)| Ok((n, t.to_dtype(dt)?))).collect::<Result<Vec<_>>>()?;
+    model.load_state_dict(&sd, true).map_err(|e| bad_ck(ck, &format!("model.safetensors does not fit the model: {e}")))?;
+    Ok(())
+}
+
+/// The model and tokenizer of a checkpoint folder, for generation (eval mode).
+pub fn load_for_inference(dir: &Path) -> Result<(Gpt, CharTokenizer)> {
+    let ck = load_dir(dir)?;
+    let file: TrainerFile = ck.json("trainer.json")?;
+    let tokenizer = read_tokenizer(&ck)?;
+    if file.model.vocab_size != tokenizer.vocab_size() {
+        return Err(bad_ck(&ck, "the model's vocab_size does not match tokenizer.json"));
+    }
+    let mut model = Gpt::new(file.model)?;
+    load_model_weights(&ck, &model)?;
+    model.eval();
+    Ok((model, tokenizer))
+}
+
+/// Loss of a model on one batch, as a plain number (for tests and tools).
+pub fn batch_loss(model: &Gpt, x: &Tensor, y: &Tensor) -> Result<f64> {
+    let _g = no_grad();
+    Ok(model.loss(x, y)?.item()?.to_f64())
+}
