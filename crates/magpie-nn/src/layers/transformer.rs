@@ -298,6 +298,10 @@ fn push_children<'a>(v: &mut Vec<(String, &'a dyn Module)>, layers: &'a dyn Modu
 
 /// `nn.TransformerEncoder(encoder_layer, num_layers, norm)`: `num_layers` copies of the layer
 /// (same initial values, as PyTorch's deep copies) and an optional final norm.
+///
+/// This is PyTorch's reference path. (PyTorch's inference fast path, taken without autograd,
+/// turns a `src_key_padding_mask` into nested tensors and returns zeros at padded positions;
+/// here those positions hold the values the reference path computes.)
 pub struct TransformerEncoder {
     pub layers: ModuleList<TransformerEncoderLayer>,
     pub norm: Option<LayerNorm>,
@@ -433,6 +437,11 @@ impl Transformer {
             }
         }
         Ok(t)
+    }
+
+    /// `Transformer.generate_square_subsequent_mask(sz)`: see [`generate_square_subsequent_mask`].
+    pub fn generate_square_subsequent_mask(sz: usize) -> Result<Tensor> {
+        generate_square_subsequent_mask(sz)
     }
 
     /// `forward(src, tgt, masks...)`: encodes `src` and decodes `tgt` against it.
