@@ -72,10 +72,6 @@ impl Tensor {
     pub(crate) fn nn_log_softmax(&self, dim: i64) -> Result<Tensor> {
         self.log_softmax(dim, None)
     }
-    /// `softmax(x, dim)`.
-    pub(crate) fn nn_softmax(&self, dim: i64) -> Result<Tensor> {
-        self.softmax(dim, None)
-    }
     /// `log(1 + exp(x))` computed stably: `max(x, 0) + log(1 + exp(-|x|))` (no threshold).
     pub(crate) fn nn_softplus(&self) -> Result<Tensor> {
         let e = self.abs()?.neg()?.exp()?.log1p()?;
