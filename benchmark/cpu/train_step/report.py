@@ -2,9 +2,10 @@
 import json, sys
 
 ours, torch = (json.loads(open(p).read().strip().splitlines()[-1]) for p in sys.argv[1:3])
-shape = sys.argv[3]
+shape, threads, load = sys.argv[3], sys.argv[4], sys.argv[5]
 rows = [("step (median)", "step_ms"), ("forward", "forward_ms"), ("backward", "backward_ms"), ("clip + AdamW", "optimizer_ms")]
-print(f"GPT training step on this CPU, {shape}, float32, 2 threads, median of the timed steps.")
+print(f"GPT training step on this CPU, {shape}, float32, {threads} thread(s) each, median of the timed steps;")
+print(f"load average before the run: {load} (other jobs on the machine slow both sides, PyTorch's spinning OpenMP threads most).")
 print(f"Parameters: {ours['params']} (torch-magpie) / {torch['params']} (PyTorch). Ratio > 1 means torch-magpie is faster.\n")
 print(f"| | torch-magpie | {torch['impl']} | speed ratio |")
 print("|---|---|---|---|")
