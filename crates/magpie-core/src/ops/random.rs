@@ -109,10 +109,9 @@ pub fn manual_seed(seed: u64) {
 fn from_f64(op: &str, v: Vec<f64>, shape: &[usize], dtype: DType, device: Device) -> Result<Tensor> {
     let st = crate::with_dtype!(dtype, T, { T::into_storage(v.into_iter().map(T::from_f64).collect()) });
     let t = Tensor::from_cpu_storage(st, shape)?;
-    if device != Device::Cpu {
-        return Err(crate::backend::cuda::unavailable(op));
-    }
-    Ok(t)
+    let _ = op;
+    // CUDA tensors draw from the same host generator, then move (one stream of random numbers)
+    t.to_device(device)
 }
 
 /// Uniform on [a, b) (`normal` false) or normal with mean a and std b, drawn on the GPU when
@@ -179,10 +178,7 @@ impl Tensor {
         let v: Vec<f64> = r.chunks_exact(2).map(|p| (low as i128 + ((((p[0] as u128) << 32) | p[1] as u128) % range) as i128) as f64).collect();
         let st = crate::with_dtype!(dtype, T, { T::into_storage(v.iter().map(|&x| T::from_i64(x as i64)).collect()) });
         let t = Tensor::from_cpu_storage(st, shape)?;
-        if device != Device::Cpu {
-            return Err(crate::backend::cuda::unavailable("randint"));
-        }
-        Ok(t)
+        t.to_device(device)
     }
     /// `torch.randperm(n)`: a random permutation of `0..n` (int64).
     pub fn randperm_on(n: usize, dtype: DType, device: Device) -> Result<Tensor> {
@@ -193,10 +189,7 @@ impl Tensor {
             p.swap(i, j);
         }
         let t = Tensor::from_vec(p, &[n])?.to_dtype(dtype)?;
-        if device != Device::Cpu {
-            return Err(crate::backend::cuda::unavailable("randperm"));
-        }
-        Ok(t)
+        t.to_device(device)
     }
     /// Fills this tensor in place with values from `sample(generator, n)`.
     fn fill_random_(&self, op: &str, sample: impl FnOnce(&mut Generator, usize) -> Vec<f64>) -> Result<Tensor> {
