@@ -145,6 +145,12 @@ fn split_reductions_and_integers() {
     let c = rnd(&[20000, 40], DType::BF16);
     close(&gpu(&c).sum_dims(Some(&[0]), false, None).unwrap(), &c.sum_dims(Some(&[0]), false, None).unwrap(), 2e-2, 0.5, "cols bf16");
     close(&gpu(&c).mean_dims(Some(&[0]), false, None).unwrap(), &c.mean_dims(Some(&[0]), false, None).unwrap(), 2e-2, 2e-2, "mean cols");
+    // contiguous-output column path (16-byte loads across outputs) and block-per-row rows
+    let c = rnd(&[3000, 64], DType::F32);
+    close(&gpu(&c).sum_dims(Some(&[0]), false, None).unwrap(), &c.sum_dims(Some(&[0]), false, None).unwrap(), 1e-4, 1e-3, "cols f32");
+    close(&gpu(&c).amax(&[0], true).unwrap(), &c.amax(&[0], true).unwrap(), 0.0, 0.0, "cols amax");
+    let r = rnd(&[4, 20000], DType::F32);
+    close(&gpu(&r).sum_dims(Some(&[1]), false, None).unwrap(), &r.sum_dims(Some(&[1]), false, None).unwrap(), 1e-4, 1e-3, "long rows");
     // integers sum as int64, exactly
     let i = Tensor::randint_on(-1000, 1000, &[513, 77], DType::I32, Device::Cpu).unwrap();
     for d in [0i64, 1] {

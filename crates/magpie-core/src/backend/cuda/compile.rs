@@ -92,7 +92,7 @@ pub fn function(dev: &CudaDevice, name: &str, source: &str) -> Result<Func> {
     Ok(f)
 }
 
-fn cubin(dev: &CudaDevice, name: &str, source: &str) -> Result<Vec<u8>> {
+pub(crate) fn cubin(dev: &CudaDevice, name: &str, source: &str) -> Result<Vec<u8>> {
     let arch = format!("sm_{}{}", dev.arch.0, dev.arch.1);
     // SAFETY: a pure query; the caller made sure NVRTC loads (below) before the first use.
     if !unsafe { nsys::is_culib_present() } {

@@ -21,6 +21,20 @@ pub mod launch;
 pub mod ops;
 #[cfg(feature = "cuda")]
 mod storage;
+#[cfg(feature = "cuda")]
+pub mod blas;
+#[cfg(feature = "cuda")]
+pub mod index;
+#[cfg(feature = "cuda")]
+pub mod kern;
+#[cfg(feature = "cuda")]
+pub mod norm;
+#[cfg(feature = "cuda")]
+pub mod reduce;
+#[cfg(feature = "cuda")]
+pub mod rng;
+#[cfg(feature = "cuda")]
+pub mod softmax;
 
 #[cfg(feature = "cuda")]
 pub use alloc::MemoryStats;

@@ -94,7 +94,8 @@ pub fn reduce(t: &Tensor, dims: &[usize], op: RedOp, scale: f64, out_shape: &[us
         let n = p.inner;
         let vsz = 16 / dt.size();
         let vec = ptr % 16 == 0 && n % vsz == 0 && p.kept.iter().all(|&(_, s)| s % vsz == 0);
-        let warp = n <= 2048;
+        // a warp per row up to 32 KB rows: enough loads in flight, no block barriers
+        let warp = n * dt.size() <= 32768;
         // split long rows over blocks when there are too few rows to fill the GPU
         let split = if warp { 1 } else { (4 * sms).div_ceil(p.outer).min(n / 4096).clamp(1, 1024) };
         let f = kfunc(&dev, KFile::Reduce, dt, krow)?;
@@ -107,6 +108,32 @@ pub fn reduce(t: &Tensor, dims: &[usize], op: RedOp, scale: f64, out_shape: &[us
         a.push(ptr).push(dst).push(kept).push(p.outer as i64).push(n as i64).push(if warp { 0i32 } else { 1 }).push(vec as i32).push(part.is_some() as i32).push(scale);
         let grid = if warp { (p.outer.div_ceil(8) as u32, 1, 1) } else { (p.outer as u32, split as u32, 1) };
         launch(&dev, name, f, grid, (256, 1, 1), 0, &mut a)?;
+        if let Some(pt) = &part {
+            finish(&dev, dt, kfin, pt, optr, p.outer, split, scale)?;
+        }
+        return Ok(Some(out));
+    }
+    let vsz = 16 / dt.size();
+    if p.red.len() == 1 && p.kept.len() == 1 && p.kept[0].1 == 1 && p.outer % vsz == 0 && ptr % 16 == 0 && p.red[0].1 % vsz == 0 {
+        // column reduction over contiguous outputs: 16-byte loads across the outputs
+        let (krow, _, _) = names(op);
+        let kcol = match krow {
+            "rrow_sum" => "rcol_sum",
+            "rrow_prod" => "rcol_prod",
+            "rrow_max" => "rcol_max",
+            _ => "rcol_min",
+        };
+        let bx = p.outer.div_ceil(32 * vsz);
+        let split = if bx >= 2 * sms { 1 } else { (4 * sms).div_ceil(bx).min(p.inner / 128).clamp(1, 65535) };
+        let f = kfunc(&dev, KFile::Reduce, dt, kcol)?;
+        let part = if split > 1 { Some(empty(name, ord, acc_dtype(dt), &[split * p.outer])?) } else { None };
+        let dst = match &part {
+            Some(pt) => elem_ptr(name, pt)?.0,
+            None => optr,
+        };
+        let mut a = Args::new();
+        a.push(ptr).push(dst).push(p.red[0].1 as i64).push(p.outer as i64).push(p.inner as i64).push(part.is_some() as i32).push(scale);
+        launch(&dev, name, f, (bx as u32, split as u32, 1), (256, 1, 1), 0, &mut a)?;
         if let Some(pt) = &part {
             finish(&dev, dt, kfin, pt, optr, p.outer, split, scale)?;
         }

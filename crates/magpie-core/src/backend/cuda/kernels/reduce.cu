@@ -126,6 +126,49 @@ __device__ void rgen(const T* __restrict__ in, void* out, Dims kept, Dims red, i
     }
 }
 
+// Column reductions of a [inner, outer] view whose outputs are contiguous (stride 1) and rows
+// `rs` apart: each thread folds VEC neighbouring outputs with 16-byte loads (a warp reads 512
+// contiguous bytes a row), the 8 warps of a block and gridDim.y blocks split the rows.
+template <class Op>
+__device__ void rcol(const T* __restrict__ in, void* out, i64 rs, i64 outer, i64 inner, int to_acc, double scale) {
+    __shared__ A sm[8][32 * VEC + 1];
+    int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
+    i64 o0 = ((i64)blockIdx.x * 32 + tx) * VEC;
+    A acc[VEC];
+#pragma unroll
+    for (int j = 0; j < (int)VEC; j++) acc[j] = op_init<Op>();
+    if (o0 < outer) {
+        i64 step = 8 * (i64)gridDim.y;
+        i64 r = (i64)blockIdx.y * 8 + ty;
+        for (; r + step < inner; r += 2 * step) {
+            uint4 u0 = __ldg(reinterpret_cast<const uint4*>(in + r * rs + o0));
+            uint4 u1 = __ldg(reinterpret_cast<const uint4*>(in + (r + step) * rs + o0));
+            const T* e0 = reinterpret_cast<const T*>(&u0);
+            const T* e1 = reinterpret_cast<const T*>(&u1);
+#pragma unroll
+            for (int j = 0; j < (int)VEC; j++) acc[j] = Op::comb(acc[j], Op::comb(Ty<T>::ld(e0[j]), Ty<T>::ld(e1[j])));
+        }
+        for (; r < inner; r += step) {
+            uint4 u0 = __ldg(reinterpret_cast<const uint4*>(in + r * rs + o0));
+            const T* e0 = reinterpret_cast<const T*>(&u0);
+#pragma unroll
+            for (int j = 0; j < (int)VEC; j++) acc[j] = Op::comb(acc[j], Ty<T>::ld(e0[j]));
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < (int)VEC; j++) sm[ty][tx * VEC + j] = acc[j];
+    __syncthreads();
+    // 256 threads fold the 8 partial rows of the block's 32 * VEC outputs
+    for (int c = threadIdx.x; c < 32 * (int)VEC; c += 256) {
+        i64 o = (i64)blockIdx.x * 32 * VEC + c;
+        if (o >= outer) continue;
+        A a = sm[0][c];
+#pragma unroll
+        for (int k = 1; k < 8; k++) a = Op::comb(a, sm[k][c]);
+        put(out, (i64)blockIdx.y * outer + o, a, to_acc, scale);
+    }
+}
+
 template <class Op>
 __device__ void rfin(const A* __restrict__ part, T* out, i64 outer, int split, double scale) {
     i64 o = (i64)blockIdx.x * blockDim.x + threadIdx.x;
@@ -143,6 +186,10 @@ __device__ void rfin(const A* __restrict__ part, T* out, i64 outer, int split, d
     extern "C" __global__ void __launch_bounds__(256) rgen_##name(const T* in, void* out, Dims kept,      \
             Dims red, i64 outer, i64 inner, int to_acc, double scale) {                                   \
         rgen<Op<A> >(in, out, kept, red, outer, inner, to_acc, scale);                                    \
+    }                                                                                                     \
+    extern "C" __global__ void __launch_bounds__(256) rcol_##name(const T* in, void* out, i64 rs, i64 outer,  \
+            i64 inner, int to_acc, double scale) {                                                        \
+        rcol<Op<A> >(in, out, rs, outer, inner, to_acc, scale);                                           \
     }                                                                                                     \
     extern "C" __global__ void rfin_##name(const A* part, T* out, i64 outer, int split, double scale) {   \
         rfin<Op<A> >(part, out, outer, split, scale);                                                     \
