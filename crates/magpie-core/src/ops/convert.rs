@@ -2,7 +2,7 @@
 //! `copy_`, `fill_`, `zero_`, reading values back (`to_vec`, `item`).
 
 use crate::autograd::{self, is_grad_enabled};
-use crate::backend::cpu;
+use crate::backend::{cpu, cuda};
 use crate::dtype::DType;
 use crate::element::Element;
 use crate::scalar::Scalar;
@@ -15,7 +15,9 @@ impl Tensor {
         if dtype == self.dtype() {
             return Ok(self.clone());
         }
-        let out = {
+        let out = if self.device().is_cuda() {
+            cuda::ops::cast(self, dtype)?
+        } else {
             let st = crate::with_dtype!(dtype, T, { T::into_storage(cpu::to_vec::<T>(self)?) });
             Tensor::from_cpu_storage(st, self.shape())?
         };
@@ -30,13 +32,25 @@ impl Tensor {
         if device == self.device() {
             return Ok(self.clone());
         }
-        Err(crate::backend::cuda::unavailable("to"))
+        let out = match device {
+            crate::Device::Cuda(n) => cuda::ops::to_cuda(self, n)?,
+            crate::Device::Cpu => cuda::ops::to_cpu(self)?,
+        };
+        let src = self.device();
+        if self.dtype().is_float() || self.dtype().is_complex() {
+            autograd::record("ToCopy", &[self], &[out.clone()], move |_, g| Ok(vec![Some(g[0].to_device(src)?)]));
+        }
+        Ok(out)
     }
     /// PyTorch's `tensor.clone()`: a contiguous copy of the data, differentiable.
     /// (Rust's `Clone` copies the handle, as assigning a tensor in Python does.)
     pub fn copy(&self) -> Result<Tensor> {
-        let st = crate::with_dtype!(self.dtype(), T, { T::into_storage(cpu::to_vec::<T>(self)?) });
-        let out = Tensor::from_cpu_storage(st, self.shape())?;
+        let out = if self.device().is_cuda() {
+            cuda::ops::contiguous(self)?
+        } else {
+            let st = crate::with_dtype!(self.dtype(), T, { T::into_storage(cpu::to_vec::<T>(self)?) });
+            Tensor::from_cpu_storage(st, self.shape())?
+        };
         autograd::record("Clone", &[self], &[out.clone()], |_, g| Ok(vec![Some(g[0].clone())]));
         Ok(out)
     }
@@ -50,6 +64,9 @@ impl Tensor {
     }
     /// The elements as a row-major `Vec<T>`, cast with PyTorch's rules (reads back to the host).
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
+        if self.device().is_cuda() {
+            return cpu::to_vec(&cuda::ops::to_cpu(self)?);
+        }
         cpu::to_vec(self)
     }
     /// `tensor.item()`: the value of a one-element tensor.
@@ -62,18 +79,18 @@ impl Tensor {
         }
         let d = self.dtype();
         Ok(if d.is_bool() {
-            Scalar::Bool(cpu::to_vec::<bool>(self)?[0])
+            Scalar::Bool(self.to_vec::<bool>()?[0])
         } else if d.is_int() {
-            Scalar::Int(cpu::to_vec::<i64>(self)?[0])
+            Scalar::Int(self.to_vec::<i64>()?[0])
         } else if d.is_complex() {
-            Scalar::Complex(cpu::to_vec::<num_complex::Complex64>(self)?[0])
+            Scalar::Complex(self.to_vec::<num_complex::Complex64>()?[0])
         } else {
-            Scalar::Float(cpu::to_vec::<f64>(self)?[0])
+            Scalar::Float(self.to_vec::<f64>()?[0])
         })
     }
     /// `tensor.tolist()` flattened: the values as f64 (row-major).
     pub fn to_f64_vec(&self) -> Result<Vec<f64>> {
-        cpu::to_vec(self)
+        self.to_vec()
     }
 
     /// Checks that an in-place write to this tensor is allowed (under autograd: not a leaf that
@@ -152,6 +169,12 @@ impl Tensor {
 /// Copies the values of `src` (same shape) into `dst`'s elements, cast to `dst`'s dtype.
 /// Reads `src` fully before taking the write lock, so `src` may alias `dst`.
 fn write_values(dst: &Tensor, src: &Tensor) -> Result<()> {
+    if dst.device().is_cuda() {
+        return cuda::ops::copy_into(dst, src);
+    }
+    if src.device().is_cuda() {
+        return write_values(dst, &cuda::ops::to_cpu(src)?);
+    }
     crate::with_dtype!(dst.dtype(), T, {
         let v: Vec<T> = cpu::to_vec(src)?;
         cpu::scatter_into(dst, &v)
@@ -163,6 +186,6 @@ pub(crate) fn with_cpu<R>(t: &Tensor, f: impl FnOnce(&crate::storage::CpuStorage
     let g = t.storage().read();
     match &*g {
         crate::storage::Storage::Cpu(c) => Ok(f(c)),
-        crate::storage::Storage::Cuda(c) => match *c {},
+        crate::storage::Storage::Cuda(_) => Err(cuda::cpu_only("cpu kernel")),
     }
 }

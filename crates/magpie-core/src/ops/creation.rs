@@ -11,13 +11,19 @@ use crate::{default_dtype, Error, Result};
 fn on_device(op: &str, t: Tensor, device: Device) -> Result<Tensor> {
     match device {
         Device::Cpu => Ok(t),
-        Device::Cuda(_) => Err(crate::backend::cuda::unavailable(op)),
+        Device::Cuda(n) => {
+            let _ = op;
+            crate::backend::cuda::ops::upload_new(&t, n)
+        }
     }
 }
 
 impl Tensor {
     /// `torch.zeros(shape, dtype=dtype, device=device)`.
     pub fn zeros_on(shape: &[usize], dtype: DType, device: Device) -> Result<Tensor> {
+        if let Device::Cuda(k) = device {
+            return crate::backend::cuda::ops::full(k, shape, Scalar::Int(0), dtype);
+        }
         let n = crate::shape::numel(shape);
         on_device("zeros", Tensor::from_cpu_storage(CpuStorage::zeros(dtype, n), shape)?, device)
     }
@@ -28,6 +34,9 @@ impl Tensor {
     /// `torch.full(shape, value, dtype=dtype, device=device)`.
     pub fn full_on(shape: &[usize], value: impl Into<Scalar>, dtype: DType, device: Device) -> Result<Tensor> {
         let v = value.into();
+        if let Device::Cuda(k) = device {
+            return crate::backend::cuda::ops::full(k, shape, v, dtype);
+        }
         let n = crate::shape::numel(shape);
         let st = crate::with_dtype!(dtype, T, { T::into_storage(vec![scalar_as::<T>(v); n]) });
         on_device("full", Tensor::from_cpu_storage(st, shape)?, device)

@@ -179,6 +179,17 @@ impl Tensor {
             let r = index(&self.reshape(&[1])?, &[Some(as_1d(idx)?)])?;
             return if idx.numel() == 1 { r.reshape(&[]) } else { Ok(r) };
         }
+        #[cfg(feature = "cuda")]
+        if self.device().is_cuda() && idx.device().is_cuda() {
+            if let Some(out) = crate::backend::cuda::index::index_select(self, d, idx)? {
+                let (shape, idx_c) = (self.shape().to_vec(), idx.clone());
+                autograd::record("IndexSelect", &[self], &[out.clone()], move |_, g| {
+                    let z = Tensor::zeros_on(&shape, g[0].dtype(), g[0].device())?;
+                    Ok(vec![Some(z.index_add(d as i64, &idx_c, &g[0], Scalar::Int(1))?)])
+                });
+                return Ok(out);
+            }
+        }
         let mut list: Vec<Option<Tensor>> = vec![None; d];
         list.push(Some(as_1d(idx)?));
         index(self, &list)
@@ -212,6 +223,17 @@ impl Tensor {
         } else {
             src.clone()
         };
+        #[cfg(feature = "cuda")]
+        if accumulate && !zero_d && x.device().is_cuda() && i.device().is_cuda() && s.device().is_cuda() {
+            if let Some(out) = crate::backend::cuda::index::index_add(&x, d, &i, &s, 1.0)? {
+                let i_c = i.clone();
+                autograd::record("IndexAdd", &[&x, &s], &[out.clone()], move |ctx, g| {
+                    let gs = if ctx.needs_input_grad(1) { Some(g[0].index_select(d as i64, &i_c)?) } else { None };
+                    Ok(vec![Some(g[0].clone()), gs])
+                });
+                return Ok(out);
+            }
+        }
         let mut list: Vec<Option<Tensor>> = vec![None; d];
         list.push(Some(i));
         let out = index_put(&x, &list, &s, accumulate)?;
@@ -283,6 +305,17 @@ impl Tensor {
             let out = as_1d(self)?.gather(0, &as_1d(idx)?)?;
             return out.reshape(&shape_i64(idx.shape()));
         }
+        #[cfg(feature = "cuda")]
+        if self.device().is_cuda() && idx.device().is_cuda() {
+            if let Some(out) = crate::backend::cuda::index::gather(self, d, idx)? {
+                let (shape, idx_c) = (self.shape().to_vec(), idx.clone());
+                autograd::record("Gather", &[self], &[out.clone()], move |_, g| {
+                    let z = Tensor::zeros_on(&shape, g[0].dtype(), g[0].device())?;
+                    Ok(vec![Some(z.scatter_add(d as i64, &idx_c, &g[0])?)])
+                });
+                return Ok(out);
+            }
+        }
         let list = along_dim_indices(idx, d)?;
         front::get(self, &list)
     }
@@ -349,11 +382,24 @@ impl Tensor {
             let s1 = as_1d(src)?;
             return as_1d(self)?.scatter_add(0, &as_1d(idx)?, &s1)?.reshape(&shape_i64(self.shape()));
         }
-        let (_, list) = self.scatter_prep("scatter_add", dim, idx, Some(src))?;
+        let (d, list) = self.scatter_prep("scatter_add", dim, idx, Some(src))?;
         if idx.numel() == 0 {
             return self.copy();
         }
-        front::put(self, &list, &Self::src_corner(src, idx)?, true)
+        let corner = Self::src_corner(src, idx)?;
+        #[cfg(feature = "cuda")]
+        if self.device().is_cuda() && idx.device().is_cuda() && corner.device().is_cuda() {
+            if let Some(out) = crate::backend::cuda::index::scatter_add(self, d, idx, &corner)? {
+                let idx_c = idx.clone();
+                autograd::record("ScatterAdd", &[self, &corner], &[out.clone()], move |ctx, g| {
+                    let gs = if ctx.needs_input_grad(1) { Some(g[0].gather(d as i64, &idx_c)?) } else { None };
+                    Ok(vec![Some(g[0].clone()), gs])
+                });
+                return Ok(out);
+            }
+        }
+        let _ = d;
+        front::put(self, &list, &corner, true)
     }
     /// `torch.scatter_reduce(x, dim, index, src, reduce, include_self)` with
     /// `reduce` one of `sum`, `prod`, `mean`, `amax`, `amin`.

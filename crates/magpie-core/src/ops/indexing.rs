@@ -279,7 +279,7 @@ fn scatter_front(dst: &Tensor, p: &Plan, values: &Tensor, mode: Reduce, include_
     crate::with_dtype!(dst.dtype(), T, {
         let vals: Vec<T> = cpu::to_vec(values)?;
         let mut guard = dst.storage().write();
-        let Storage::Cpu(s) = &mut *guard else { return Err(Error::device("index_put", "CPU only")) };
+        let Storage::Cpu(s) = &mut *guard else { return Err(crate::backend::cuda::cpu_only("index_put")) };
         let out = T::slice_mut(s).ok_or_else(|| Error::dtype("index_put", "storage dtype mismatch"))?;
         let needs_count = mode == Reduce::Mean || (!include_self && mode != Reduce::Assign);
         if !needs_count {

@@ -19,7 +19,10 @@ use crate::{Error, Result};
 /// that records the backward rule `ga = g @ bᵀ`, `gb = aᵀ @ g`.
 pub(crate) fn mm_prim(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     crate::ops::same_device("matmul", &[a, b])?;
-    let out = batched_matmul(a, b)?;
+    let out = match cuda_matmul(a, b)? {
+        Some(o) => o,
+        None => batched_matmul(a, b)?,
+    };
     if out.dtype().is_float() || out.dtype().is_complex() {
         let (sa, sb) = (Saved::new("mm", a), Saved::new("mm", b));
         let name = if a.ndim() == 2 { "Mm" } else { "Bmm" };
@@ -30,6 +33,19 @@ pub(crate) fn mm_prim(a: &Tensor, b: &Tensor) -> Result<Tensor> {
         });
     }
     Ok(out)
+}
+
+/// The product by cuBLAS for CUDA operands of a float dtype (None: the CPU path).
+fn cuda_matmul(a: &Tensor, b: &Tensor) -> Result<Option<Tensor>> {
+    #[cfg(feature = "cuda")]
+    if a.device().is_cuda() && b.device().is_cuda() && a.dtype() == b.dtype() && a.ndim() >= 2 && a.ndim() == b.ndim() {
+        let nd = a.ndim();
+        if a.shape()[..nd - 2] == b.shape()[..nd - 2] && a.shape()[nd - 1] == b.shape()[nd - 2] {
+            return crate::backend::cuda::blas::batched_matmul(a, b);
+        }
+    }
+    let _ = (a, b);
+    Ok(None)
 }
 
 fn same_dtype(op: &str, a: &Tensor, b: &Tensor) -> Result<()> {

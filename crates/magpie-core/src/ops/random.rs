@@ -109,10 +109,27 @@ pub fn manual_seed(seed: u64) {
 fn from_f64(op: &str, v: Vec<f64>, shape: &[usize], dtype: DType, device: Device) -> Result<Tensor> {
     let st = crate::with_dtype!(dtype, T, { T::into_storage(v.into_iter().map(T::from_f64).collect()) });
     let t = Tensor::from_cpu_storage(st, shape)?;
-    if device != Device::Cpu {
-        return Err(crate::backend::cuda::unavailable(op));
+    let _ = op;
+    // CUDA tensors draw from the same host generator, then move (one stream of random numbers)
+    t.to_device(device)
+}
+
+/// Uniform on [a, b) (`normal` false) or normal with mean a and std b, drawn on the GPU when
+/// `device` is CUDA (the same numbers as the CPU path would draw); None for the CPU.
+fn cuda_draw(device: Device, shape: &[usize], dtype: DType, normal: bool, a: f64, b: f64) -> Result<Option<Tensor>> {
+    #[cfg(feature = "cuda")]
+    if let Device::Cuda(ord) = device {
+        if crate::backend::cuda::rng::supported(dtype) {
+            let t = if normal {
+                crate::backend::cuda::rng::normal(ord, shape, dtype, a, b)?
+            } else {
+                crate::backend::cuda::rng::uniform(ord, shape, dtype, a, b)?
+            };
+            return Ok(Some(t));
+        }
     }
-    Ok(t)
+    let _ = (device, shape, dtype, normal, a, b);
+    Ok(None)
 }
 
 fn need_float(op: &str, dtype: DType) -> Result<()> {
@@ -127,6 +144,9 @@ impl Tensor {
     /// `torch.rand(shape, dtype=...)`: uniform on [0, 1).
     pub fn rand_on(shape: &[usize], dtype: DType, device: Device) -> Result<Tensor> {
         need_float("rand", dtype)?;
+        if let Some(t) = cuda_draw(device, shape, dtype, false, 0.0, 1.0)? {
+            return Ok(t);
+        }
         let v = with_default_generator(|g| g.uniform(crate::shape::numel(shape)));
         from_f64("rand", v, shape, dtype, device)
     }
@@ -137,6 +157,9 @@ impl Tensor {
     /// `torch.randn(shape, dtype=...)`: standard normal.
     pub fn randn_on(shape: &[usize], dtype: DType, device: Device) -> Result<Tensor> {
         need_float("randn", dtype)?;
+        if let Some(t) = cuda_draw(device, shape, dtype, true, 0.0, 1.0)? {
+            return Ok(t);
+        }
         let v = with_default_generator(|g| g.normal(crate::shape::numel(shape)));
         from_f64("randn", v, shape, dtype, device)
     }
@@ -155,10 +178,7 @@ impl Tensor {
         let v: Vec<f64> = r.chunks_exact(2).map(|p| (low as i128 + ((((p[0] as u128) << 32) | p[1] as u128) % range) as i128) as f64).collect();
         let st = crate::with_dtype!(dtype, T, { T::into_storage(v.iter().map(|&x| T::from_i64(x as i64)).collect()) });
         let t = Tensor::from_cpu_storage(st, shape)?;
-        if device != Device::Cpu {
-            return Err(crate::backend::cuda::unavailable("randint"));
-        }
-        Ok(t)
+        t.to_device(device)
     }
     /// `torch.randperm(n)`: a random permutation of `0..n` (int64).
     pub fn randperm_on(n: usize, dtype: DType, device: Device) -> Result<Tensor> {
@@ -169,10 +189,7 @@ impl Tensor {
             p.swap(i, j);
         }
         let t = Tensor::from_vec(p, &[n])?.to_dtype(dtype)?;
-        if device != Device::Cpu {
-            return Err(crate::backend::cuda::unavailable("randperm"));
-        }
-        Ok(t)
+        t.to_device(device)
     }
     /// Fills this tensor in place with values from `sample(generator, n)`.
     fn fill_random_(&self, op: &str, sample: impl FnOnce(&mut Generator, usize) -> Vec<f64>) -> Result<Tensor> {
@@ -187,12 +204,20 @@ impl Tensor {
         if from > to {
             return Err(Error::value("uniform_", format!("uniform_ expects to return a [from, to) range, but found from={from} > to={to}")));
         }
+        if let Some(t) = cuda_draw(self.device(), self.shape(), self.dtype(), false, from, to)? {
+            let _ng = crate::autograd::no_grad();
+            return self.copy_(&t);
+        }
         self.fill_random_("uniform_", |g, n| g.uniform(n).into_iter().map(|u| from + (to - from) * u).collect())
     }
     /// `tensor.normal_(mean, std)`.
     pub fn normal_(&self, mean: f64, std: f64) -> Result<Tensor> {
         if std < 0.0 {
             return Err(Error::value("normal_", format!("normal expects std >= 0.0, but found std {std}")));
+        }
+        if let Some(t) = cuda_draw(self.device(), self.shape(), self.dtype(), true, mean, std)? {
+            let _ng = crate::autograd::no_grad();
+            return self.copy_(&t);
         }
         self.fill_random_("normal_", |g, n| g.normal(n).into_iter().map(|z| mean + std * z).collect())
     }
@@ -241,6 +266,12 @@ impl Tensor {
     pub fn bernoulli_p(&self, p: f64) -> Result<Tensor> {
         if !(0.0..=1.0).contains(&p) {
             return Err(Error::value("bernoulli", format!("bernoulli_ expects p to be in [0, 1], but got p={p}")));
+        }
+        #[cfg(feature = "cuda")]
+        if let Device::Cuda(ord) = self.device() {
+            if crate::backend::cuda::rng::supported(self.dtype()) {
+                return crate::backend::cuda::rng::bernoulli_scalar(ord, self.shape(), self.dtype(), p);
+            }
         }
         let u = with_default_generator(|g| g.uniform(self.numel()));
         let v = u.into_iter().map(|u| if u < p { 1.0 } else { 0.0 }).collect();

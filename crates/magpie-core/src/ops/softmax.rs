@@ -95,7 +95,44 @@ macro_rules! native_line {
 native_line!(line_f32, f32);
 native_line!(line_f64, f64);
 
+/// The CUDA kernels run over the last dim: other dims are moved there and back.
+fn cuda_forward(x: &Tensor, dim: usize, kind: Kind) -> Result<Option<Tensor>> {
+    #[cfg(feature = "cuda")]
+    if x.device().is_cuda() && x.ndim() > 0 {
+        let mode = match kind {
+            Kind::Softmax => 0,
+            Kind::LogSoftmax => 1,
+            Kind::Safe => 2,
+        };
+        let last = x.ndim() - 1;
+        if dim == last {
+            return crate::backend::cuda::softmax::forward(x, mode);
+        }
+        let _ng = autograd::no_grad();
+        let moved = x.movedim(&[dim as i64], &[last as i64])?;
+        return match crate::backend::cuda::softmax::forward(&moved, mode)? {
+            Some(y) => Ok(Some(y.movedim(&[last as i64], &[dim as i64])?.contiguous()?)),
+            None => Ok(None),
+        };
+    }
+    let _ = (x, dim, kind);
+    Ok(None)
+}
+
+/// The softmax / log_softmax input gradient by the CUDA kernel (last dim, no double backward).
+fn cuda_grad(g: &Tensor, y: &Tensor, dim: usize, log: bool) -> Result<Option<Tensor>> {
+    #[cfg(feature = "cuda")]
+    if y.device().is_cuda() && y.ndim() > 0 && dim == y.ndim() - 1 && !autograd::is_grad_enabled() {
+        return crate::backend::cuda::softmax::backward(g, y, log);
+    }
+    let _ = (g, y, dim, log);
+    Ok(None)
+}
+
 fn forward(x: &Tensor, dim: usize, kind: Kind) -> Result<Tensor> {
+    if let Some(y) = cuda_forward(x, dim, kind)? {
+        return Ok(y);
+    }
     let n = crate::ops::reduce::dim_size(x, dim);
     match x.dtype() {
         DType::F64 => map_lines::<f64, f64>(x, dim, n, |l, o| line_f64(l, o, kind)),
@@ -148,6 +185,9 @@ fn fused_grad(g: &Tensor, y: &Tensor, dim: usize, log: bool) -> Result<Option<Te
 
 /// `grad_input` of softmax from its output `y`: `y * (g - sum(g * y, dim))`.
 fn softmax_grad(g: &Tensor, y: &Tensor, dim: usize) -> Result<Tensor> {
+    if let Some(dx) = cuda_grad(g, y, dim, false)? {
+        return Ok(dx);
+    }
     if let Some(r) = fused_grad(g, y, dim, false)? {
         return Ok(r);
     }
@@ -158,6 +198,9 @@ fn softmax_grad(g: &Tensor, y: &Tensor, dim: usize) -> Result<Tensor> {
 
 /// `grad_input` of log_softmax from its output `y`: `g - exp(y) * sum(g, dim)`.
 fn log_softmax_grad(g: &Tensor, y: &Tensor, dim: usize) -> Result<Tensor> {
+    if let Some(dx) = cuda_grad(g, y, dim, true)? {
+        return Ok(dx);
+    }
     if let Some(r) = fused_grad(g, y, dim, true)? {
         return Ok(r);
     }

@@ -35,7 +35,13 @@ pub fn where_op(cond: &Tensor, a: Operand, b: Operand) -> Result<Tensor> {
     let (a, b) = (as_tensor(&a)?, as_tensor(&b)?);
     crate::ops::same_device("where", &[cond, &a, &b])?;
     let shape = crate::shape::broadcast_all("where", &[cond.shape(), a.shape(), b.shape()])?;
-    let out = crate::with_dtype!(dt, T, {
+    let native = if device.is_cuda() { crate::backend::cuda::ops::where_(cond, &a, &b, dt, &shape)? } else { None };
+    if device.is_cuda() && native.is_none() {
+        // no CUDA kernel for this dtype: on the CPU, moved back (differentiable moves)
+        let cpu = crate::Device::Cpu;
+        return where_cond(&cond.to_device(cpu)?, &a.to_device(cpu)?, &b.to_device(cpu)?)?.to_device(device);
+    }
+    let out = if let Some(o) = native { o } else { crate::with_dtype!(dt, T, {
         let (ab, bb, c) = {
             let _ng = autograd::no_grad();
             (a.broadcast_to(&shape)?, b.broadcast_to(&shape)?, cond.broadcast_to(&shape)?)
@@ -45,7 +51,7 @@ pub fn where_op(cond: &Tensor, a: Operand, b: Operand) -> Result<Tensor> {
         let bv: Vec<T> = cpu::to_vec(&bb)?;
         let v: Vec<T> = cv.iter().zip(av.iter().zip(&bv)).map(|(&k, (&x, &y))| if k { x } else { y }).collect();
         Tensor::from_vec(v, &shape)?
-    });
+    }) };
     let sc = Saved::new("where", cond);
     let (sha, shb) = (a.shape().to_vec(), b.shape().to_vec());
     autograd::record("Where", &[&a, &b], &[out.clone()], move |ctx, g| {

@@ -15,6 +15,7 @@ mod args;
 mod binary_ops;
 mod core_ops;
 mod creation_ops;
+mod device_fallback;
 mod linalg_ops;
 mod nn_ops;
 mod reduce_ops;
@@ -71,6 +72,9 @@ fn table() -> &'static Registry {
 /// An unknown op, or an argument form it does not take yet, is [`Error::Unsupported`].
 pub fn call(name: &str, args: Vec<Value>, kwargs: Vec<(String, Value)>) -> Result<Value> {
     let f = table().ops.get(name).ok_or_else(|| Error::unsupported(name, "no such op in the registry"))?;
+    if let Some(dev) = device_fallback::cuda_device(&args, &kwargs) {
+        return device_fallback::call_on_cuda(*f, name, dev, args, kwargs);
+    }
     let mut a = Args::new(name, args, kwargs);
     let out = f(&mut a)?;
     a.finish()?;

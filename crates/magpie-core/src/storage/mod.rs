@@ -22,21 +22,21 @@ impl Storage {
     pub fn dtype(&self) -> DType {
         match self {
             Storage::Cpu(c) => c.dtype(),
-            Storage::Cuda(c) => match *c {},
+            Storage::Cuda(c) => c.dtype(),
         }
     }
     /// The device.
     pub fn device(&self) -> Device {
         match self {
             Storage::Cpu(_) => Device::Cpu,
-            Storage::Cuda(c) => match *c {},
+            Storage::Cuda(c) => c.device(),
         }
     }
     /// Number of elements.
     pub fn len(&self) -> usize {
         match self {
             Storage::Cpu(c) => c.len(),
-            Storage::Cuda(c) => match *c {},
+            Storage::Cuda(c) => c.len(),
         }
     }
     /// True when it holds no elements.

@@ -9,9 +9,8 @@ use crate::{Error, Result};
 fn cpu<'a>(op: &str, s: &'a Storage) -> Result<&'a CpuStorage> {
     match s {
         Storage::Cpu(c) => Ok(c),
-        Storage::Cuda(c) => match *c {},
+        Storage::Cuda(_) => Err(crate::backend::cuda::cpu_only(op)),
     }
-    .map_err(|e: Error| Error::device(op, e.to_string()))
 }
 
 /// The elements of `src` at the positions of `layout`, in row-major order, cast to `T`.
@@ -67,7 +66,7 @@ pub fn scatter_into<T: Element>(t: &Tensor, values: &[T]) -> Result<()> {
     let mut guard = t.storage().write();
     let s = match &mut *guard {
         Storage::Cpu(c) => c,
-        Storage::Cuda(c) => match *c {},
+        Storage::Cuda(_) => return Err(crate::backend::cuda::cpu_only("copy_")),
     };
     crate::with_dtype!(s.dtype(), D, {
         let dst = D::slice_mut(s).ok_or_else(|| Error::dtype("copy_", "storage dtype mismatch"))?;
@@ -99,7 +98,7 @@ pub fn write<T: Element, R>(t: &Tensor, f: impl FnOnce(&mut [T]) -> R) -> Result
     let mut guard = t.storage().write();
     let s = match &mut *guard {
         Storage::Cpu(c) => c,
-        Storage::Cuda(c) => match *c {},
+        Storage::Cuda(_) => return Err(crate::backend::cuda::cpu_only("write")),
     };
     let v = T::slice_mut(s).ok_or_else(|| Error::dtype("write", "storage dtype mismatch"))?;
     Ok(f(&mut v[l.offset..l.offset + l.numel()]))

@@ -68,7 +68,7 @@ fn read_dense<T: Element, R>(t: &Tensor, f: impl FnOnce(&[T]) -> R) -> Result<Op
     let g = t.storage().read();
     let s = match &*g {
         Storage::Cpu(c) => c,
-        Storage::Cuda(c) => match *c {},
+        Storage::Cuda(_) => return Err(crate::backend::cuda::cpu_only("read")),
     };
     let v = T::slice(s).ok_or_else(|| Error::dtype("read", "storage dtype mismatch"))?;
     Ok(Some(f(&v[lo..hi])))
@@ -130,7 +130,7 @@ fn with_operand<T: Element, R>(t: &Tensor, shape: &[usize], f: impl FnOnce(&[T],
         let guard = t.storage().read();
         let s = match &*guard {
             Storage::Cpu(c) => c,
-            Storage::Cuda(c) => match *c {},
+            Storage::Cuda(_) => return Err(crate::backend::cuda::cpu_only("read")),
         };
         if let Some(v) = T::slice(s) {
             return Ok(f(v, &broadcast_layout(t.layout(), shape)));

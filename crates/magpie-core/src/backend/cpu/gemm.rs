@@ -131,7 +131,7 @@ fn native<T: Element>(a: &Tensor, b: &Tensor, m: usize, k: usize, n: usize, out_
 fn slice_of<T: Element>(s: &Storage) -> Result<&[T]> {
     match s {
         Storage::Cpu(c) => T::slice(c).ok_or_else(|| Error::dtype("matmul", "storage dtype mismatch")),
-        Storage::Cuda(c) => match *c {},
+        Storage::Cuda(_) => Err(crate::backend::cuda::cpu_only("matmul")),
     }
 }
 

@@ -132,7 +132,26 @@ pub fn binary(spec: &'static BinarySpec, a: Operand, b: Operand) -> Result<Tenso
     };
     let ta = to_tensor(&a, compute, device)?;
     let tb = to_tensor(&b, compute, device)?;
-    let out = kernel(spec, &ta, &tb, compute, out_dt)?;
+    let out = if device.is_cuda() {
+        match crate::backend::cuda::ops::binary(spec, &ta, &tb, compute, out_dt)? {
+            Some(t) => t,
+            // no CUDA kernel: the op on the CPU, moved back (differentiable moves)
+            None => {
+                let cpu = |o: &Operand| -> Result<Option<Tensor>> {
+                    match o {
+                        Operand::Tensor(t) => Ok(Some(t.to_device(crate::Device::Cpu)?)),
+                        Operand::Scalar(_) => Ok(None),
+                    }
+                };
+                let (ca, cb) = (cpu(&a)?, cpu(&b)?);
+                let oa = ca.as_ref().map_or(a.clone(), Operand::Tensor);
+                let ob = cb.as_ref().map_or(b.clone(), Operand::Tensor);
+                return binary(spec, oa, ob)?.to_device(device);
+            }
+        }
+    } else {
+        kernel(spec, &ta, &tb, compute, out_dt)?
+    };
     if let Some(bw) = spec.backward {
         if out_dt.is_float() || out_dt.is_complex() {
             let (sa, sb) = (Saved::new(spec.name, &ta), Saved::new(spec.name, &tb));
@@ -253,6 +272,7 @@ pub(crate) fn check_int_divisor(op: &str, b: &Operand, compute: DType) -> Result
     }
     let zero = match b {
         Operand::Scalar(s) => s.to_i64() == 0,
+        Operand::Tensor(t) if t.device().is_cuda() => t.to_device(crate::Device::Cpu)?.to_vec::<i64>()?.contains(&0),
         Operand::Tensor(t) => cpu::read(t, |v: &[i64]| v.contains(&0))?,
     };
     if zero {
@@ -268,7 +288,7 @@ pub(crate) fn add_into_view(v: &Tensor, g: &Tensor) -> Result<()> {
     crate::with_dtype!(v.dtype(), T, {
         let vals: Vec<T> = cpu::to_vec(g)?;
         let mut guard = v.storage().write();
-        let Storage::Cpu(s) = &mut *guard else { return Err(Error::device("add_into_view", "CPU only")) };
+        let Storage::Cpu(s) = &mut *guard else { return Err(crate::backend::cuda::cpu_only("add_into_view")) };
         let dst = T::slice_mut(s).ok_or_else(|| Error::dtype("add_into_view", "dtype mismatch"))?;
         let mut k = 0;
         for_each_index(&layout, |i| {

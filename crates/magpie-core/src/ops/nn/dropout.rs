@@ -36,6 +36,21 @@ pub fn dropout(x: &Tensor, p: f64, training: bool, feature: bool) -> Result<Tens
     if p == 1.0 {
         return x.mul(&x.zeros_like()?);
     }
+    #[cfg(feature = "cuda")]
+    if !feature && x.device().is_cuda() && x.dtype().is_float() {
+        use crate::backend::cuda::rng;
+        let (out, st) = rng::dropout(x, p, None)?;
+        crate::autograd::record("Dropout", &[x], &[out.clone()], move |_, g| {
+            // the same mask, replayed from the forward's random state
+            let gx = if crate::autograd::is_grad_enabled() {
+                g[0].mul(&rng::dropout(&g[0].ones_like()?, p, Some(st))?.0)?
+            } else {
+                rng::dropout(&g[0], p, Some(st))?.0
+            };
+            Ok(vec![Some(gx)])
+        });
+        return Ok(out);
+    }
     let ms = mask_shape(x, feature);
     let keep: Vec<f64> = uniform(crate::shape::numel(&ms)).iter().map(|&u| if u >= p { 1.0 / (1.0 - p) } else { 0.0 }).collect();
     let m = Tensor::from_vec(keep, &ms)?.to_dtype(x.dtype())?;

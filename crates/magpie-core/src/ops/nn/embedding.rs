@@ -55,6 +55,23 @@ pub fn embedding(idx: &Tensor, w: &Tensor, padding_idx: Option<i64>, max_norm: O
         Some(p) => Some(p as usize),
         None => None,
     };
+    #[cfg(feature = "cuda")]
+    if max_norm.is_none() && w.device().is_cuda() && idx.device().is_cuda() && idx.dtype().is_int() {
+        if let Some(out) = crate::backend::cuda::index::embedding(w, idx)? {
+            let idx_c = idx.clone();
+            autograd::record("Embedding", &[w], &[out.clone()], move |_, g| {
+                // rows of the gradient added at their indices; the padding row gets none
+                let flat_i = idx_c.reshape(&[-1])?;
+                let mut gf = g[0].reshape(&[-1, d as i64])?;
+                if let Some(p) = pad {
+                    gf = gf.mul(&flat_i.ne_scalar(p as i64)?.to_dtype(gf.dtype())?.unsqueeze(1)?)?;
+                }
+                let z = Tensor::zeros_on(&[n, d], gf.dtype(), gf.device())?;
+                Ok(vec![Some(z.index_add(0, &flat_i, &gf, crate::Scalar::Int(1))?)])
+            });
+            return Ok(out);
+        }
+    }
     let rows = indices(op, idx, n)?;
     if let Some(m) = max_norm {
         renorm_rows(w, &rows, m, norm_type)?;

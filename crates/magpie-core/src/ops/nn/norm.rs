@@ -36,6 +36,9 @@ pub fn native_layer_norm(x: &Tensor, ns: &[i64], w: Option<&Tensor>, b: Option<&
         }
     }
     super::util::check_float(op, x)?;
+    if let Some(r) = cuda_norm(x, k, w, b, eps, false)? {
+        return Ok(r);
+    }
     if let Some(r) = super::layer_norm::layer_norm_fused(x, k, w, b, eps)? {
         return Ok(r);
     }
@@ -60,6 +63,27 @@ pub fn layer_norm_composite(x: &Tensor, ns: &[i64], w: Option<&Tensor>, b: Optio
     Ok((y, m, rstd))
 }
 
+/// layer_norm (rms_norm when `rms`) over the last `k` dims by the fused CUDA kernel: for CUDA
+/// inputs when no gradient is needed (the composite path below is the reference and carries
+/// the gradient). Returns (y, mean, rstd) with mean / rstd shaped `[*, 1, ..., 1]` like the
+/// composite's.
+fn cuda_norm(x: &Tensor, k: usize, w: Option<&Tensor>, b: Option<&Tensor>, eps: f64, rms: bool) -> Result<Option<(Tensor, Tensor, Tensor)>> {
+    #[cfg(feature = "cuda")]
+    if x.device().is_cuda() {
+        let needs_grad = autograd::is_grad_enabled() && (x.requires_grad() || w.is_some_and(|t| t.requires_grad()) || b.is_some_and(|t| t.requires_grad()));
+        if needs_grad {
+            return Ok(None);
+        }
+        let n: usize = x.shape()[x.ndim() - k..].iter().product();
+        let Some(o) = crate::backend::cuda::norm::forward(x, n, w, b, eps, rms)? else { return Ok(None) };
+        let mut st: Vec<i64> = x.shape()[..x.ndim() - k].iter().map(|&v| v as i64).collect();
+        st.extend(std::iter::repeat_n(1i64, k));
+        return Ok(Some((o.y, o.mean.reshape(&st)?, o.rstd.reshape(&st)?)));
+    }
+    let _ = (x, k, w, b, eps, rms);
+    Ok(None)
+}
+
 /// `rms_norm(input, normalized_shape, weight, eps)`; `eps` None is the dtype's epsilon.
 pub fn rms_norm(x: &Tensor, ns: &[i64], w: Option<&Tensor>, eps: Option<f64>) -> Result<Tensor> {
     let op = "rms_norm";
@@ -80,6 +104,9 @@ pub fn rms_norm(x: &Tensor, ns: &[i64], w: Option<&Tensor>, eps: Option<f64>) ->
         crate::DType::BF16 => 0.0078125,
         _ => f32::EPSILON as f64,
     });
+    if let Some((y, _, _)) = cuda_norm(x, k, w, None, eps, true)? {
+        return Ok(y);
+    }
     let dims: Vec<i64> = (x.ndim() - k..x.ndim()).map(|d| d as i64).collect();
     let ms = x.mul(x)?.mean_dims(Some(&dims), true, None)?;
     let y = x.mul(&ms.add_scalar(eps)?.pow_scalar(-0.5)?)?;

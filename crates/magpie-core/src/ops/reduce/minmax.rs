@@ -62,6 +62,9 @@ fn check_real(op: &str, t: &Tensor) -> Result<()> {
 /// The extreme over `d` (already wrapped), values only, no autograd.
 fn extreme_values(op: &str, x: &Tensor, d: &[usize], keepdim: bool, max: bool) -> Result<Tensor> {
     let shape = reduced_shape(x.shape(), d, keepdim);
+    if let Some(o) = super::cuda_reduce(x, d, if max { super::RedOp::Max } else { super::RedOp::Min }, 1.0, &shape)? {
+        return Ok(o);
+    }
     crate::with_key!(op, x.dtype(), K, {
         crate::with_dtype!(x.dtype(), T, {
             let (v, _) = reduce_rows::<K, T>(x, d, |r| T::cast_from(extreme(r, max)))?;
@@ -107,6 +110,10 @@ fn amax_amin(op: &'static str, x: &Tensor, dims: &[i64], keepdim: bool, max: boo
 
 /// Indices of the extremes along one dim (int64), `keepdim` as PyTorch's `argmax(dim=)`.
 fn arg_along(op: &str, x: &Tensor, dim: usize, keepdim: bool, max: bool) -> Result<Tensor> {
+    let shape = if x.ndim() == 0 { vec![] } else { reduced_shape(x.shape(), &[dim], keepdim) };
+    if let Some((_, idx)) = super::cuda_arg_reduce(x, &[dim], max, &shape, false)? {
+        return Ok(idx);
+    }
     let idx = crate::with_key!(op, x.dtype(), K, {
         map_lines::<K, i64>(x, dim, 1, |l, o| o[0] = arg_extreme(l, max) as i64)?
     });

@@ -21,6 +21,38 @@ use crate::shape::{wrap_dim, wrap_dims};
 use crate::tensor::Tensor;
 use crate::{Error, Result};
 
+/// The folding operations with native CUDA kernels (backend/cuda/reduce.rs).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum RedOp {
+    Sum,
+    Prod,
+    Max,
+    Min,
+}
+
+/// `op` over `dims` of `t` by the CUDA kernels, when `t` is a CUDA tensor whose dtype has one
+/// (results times `scale`, in `t`'s dtype, contiguous with `shape`); None sends the caller to
+/// its CPU path.
+pub(crate) fn cuda_reduce(t: &Tensor, dims: &[usize], op: RedOp, scale: f64, shape: &[usize]) -> Result<Option<Tensor>> {
+    #[cfg(feature = "cuda")]
+    if t.device().is_cuda() {
+        return crate::backend::cuda::reduce::reduce(t, dims, op, scale, shape);
+    }
+    let _ = (t, dims, op, scale, shape);
+    Ok(None)
+}
+
+/// argmax / argmin (`max`) over `dims` of a CUDA tensor: (values if `values`, i64 indices)
+/// shaped `shape`; None sends the caller to its CPU path.
+pub(crate) fn cuda_arg_reduce(t: &Tensor, dims: &[usize], max: bool, shape: &[usize], values: bool) -> Result<Option<(Option<Tensor>, Tensor)>> {
+    #[cfg(feature = "cuda")]
+    if t.device().is_cuda() {
+        return crate::backend::cuda::reduce::arg_reduce(t, dims, max, shape, values);
+    }
+    let _ = (t, dims, max, shape, values);
+    Ok(None)
+}
+
 /// Most dims a reduction accepts (PyTorch keeps reduced dims in a 64-bit mask).
 const MAX_DIMS: usize = 64;
 

@@ -30,6 +30,11 @@ pub(crate) fn gather_dim(x: &Tensor, dim: usize, idx: &Tensor) -> Result<Tensor>
     check("gather", x.shape(), idx.shape(), dim)?;
     let (outer, n, inner) = split(x.shape(), dim);
     let (_, m, _) = split(idx.shape(), dim);
+    if let Some(out) = cuda_gather(x, dim, idx)? {
+        let (shape, idx_c) = (x.shape().to_vec(), idx.clone());
+        autograd::record("Gather", &[x], &[out.clone()], move |_, g| Ok(vec![Some(scatter_add_dim(&shape, dim, &idx_c, &g[0])?)]));
+        return Ok(out);
+    }
     let iv: Vec<i64> = cpu::to_vec(idx)?;
     if iv.iter().any(|&i| i < 0 || i as usize >= n) {
         return Err(Error::index("gather", format!("index out of range for dimension of size {n}")));
@@ -60,12 +65,13 @@ pub(crate) fn scatter_add_dim(shape: &[usize], dim: usize, idx: &Tensor, src: &T
     check("scatter_add", shape, idx.shape(), dim)?;
     let (outer, n, inner) = split(shape, dim);
     let (_, m, _) = split(idx.shape(), dim);
-    let iv: Vec<i64> = cpu::to_vec(idx)?;
     let src_b = {
         let _ng = autograd::no_grad();
         src.broadcast_to(idx.shape())?
     };
-    let out = crate::with_dtype!(src.dtype(), T, {
+    let native = cuda_scatter_add(shape, dim, idx, &src_b)?;
+    let out = if let Some(o) = native { o } else { crate::with_dtype!(src.dtype(), T, {
+        let iv: Vec<i64> = cpu::to_vec(idx)?;
         let sv: Vec<T> = cpu::to_vec(&src_b)?;
         let mut o = vec![T::default(); crate::shape::numel(shape)];
         for a in 0..outer {
@@ -82,7 +88,7 @@ pub(crate) fn scatter_add_dim(shape: &[usize], dim: usize, idx: &Tensor, src: &T
             }
         }
         Tensor::from_vec(o, shape)?
-    });
+    }) };
     let idx_c = idx.clone();
     let src_shape = src.shape().to_vec();
     autograd::record("ScatterAdd", &[src], &[out.clone()], move |_, g| {
@@ -99,4 +105,25 @@ pub(crate) fn take_reduced(x: &Tensor, dim: usize, idx: &Tensor, keepdim: bool) 
     }
     let i = idx.unsqueeze(dim as i64)?;
     gather_dim(x, dim, &i)?.squeeze_dims(&[dim as i64])
+}
+
+/// `gather_dim` by the CUDA kernel when `x` and `idx` are CUDA tensors it handles.
+fn cuda_gather(x: &Tensor, dim: usize, idx: &Tensor) -> Result<Option<Tensor>> {
+    #[cfg(feature = "cuda")]
+    if x.device().is_cuda() && x.ndim() > 0 && idx.ndim() == x.ndim() {
+        return crate::backend::cuda::index::gather(x, dim, idx);
+    }
+    let _ = (x, dim, idx);
+    Ok(None)
+}
+
+/// The forward of `scatter_add_dim` by the CUDA kernel (into zeros) when it applies.
+fn cuda_scatter_add(shape: &[usize], dim: usize, idx: &Tensor, src: &Tensor) -> Result<Option<Tensor>> {
+    #[cfg(feature = "cuda")]
+    if src.device().is_cuda() && !shape.is_empty() && idx.ndim() == shape.len() {
+        let zeros = Tensor::zeros_on(shape, src.dtype(), src.device())?;
+        return crate::backend::cuda::index::scatter_add(&zeros, dim, idx, src);
+    }
+    let _ = (shape, dim, idx, src);
+    Ok(None)
 }

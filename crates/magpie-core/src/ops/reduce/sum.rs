@@ -16,7 +16,9 @@ impl Tensor {
         let out_dt = dtype.unwrap_or(if self.dtype().is_integral() { DType::I64 } else { self.dtype() });
         let src = if out_dt != self.dtype() { self.to_dtype(out_dt)? } else { self.clone() };
         let shape = reduced_shape(self.shape(), &d, keepdim);
-        let out = match out_dt {
+        let out = match super::cuda_reduce(&src, &d, super::RedOp::Sum, 1.0, &shape)? {
+            Some(o) => o,
+            None => match out_dt {
             DType::F32 if fast_sum_applies(&src, &d) => Tensor::from_vec(fast_sum_f32(&src, &d)?, &shape)?,
             d2 if d2.is_integral() => crate::with_dtype!(d2, T, {
                 let (v, _) = reduce_rows::<i64, T>(&src, &d, |r| T::from_i64(r.iter().fold(0i64, |a, &b| a.wrapping_add(b))))?;
@@ -34,6 +36,7 @@ impl Tensor {
                 let (v, _) = reduce_rows::<f32, T>(&src, &d, |r| T::from_f64(par_sum_f32(r) as f64))?;
                 Tensor::from_vec(v, &shape)?
             }),
+            },
         };
         let in_shape = self.shape().to_vec();
         let (dims_c, kd) = (d.clone(), keepdim);
@@ -63,6 +66,24 @@ impl Tensor {
         }
         let d = reduce_dims("mean", self, dims)?;
         let n: usize = d.iter().map(|&i| self.shape()[i]).product();
+        if self.device().is_cuda() && dt.is_float() {
+            // one pass: the kernel scales the sums
+            let src = if dt != self.dtype() { self.to_dtype(dt)? } else { self.clone() };
+            let shape = reduced_shape(self.shape(), &d, keepdim);
+            if let Some(out) = super::cuda_reduce(&src, &d, super::RedOp::Sum, 1.0 / n as f64, &shape)? {
+                let in_shape = self.shape().to_vec();
+                autograd::record("Mean", &[&src], &[out.clone()], move |_, g| {
+                    let mut g = g[0].clone();
+                    if !keepdim {
+                        for &dd in &d {
+                            g = g.unsqueeze(dd as i64)?;
+                        }
+                    }
+                    Ok(vec![Some(g.broadcast_to(&in_shape)?.div_scalar(n as f64)?)])
+                });
+                return Ok(out);
+            }
+        }
         self.sum_dims(dims, keepdim, Some(dt))?.div_scalar(n as f64)
     }
     /// `x.mean()` over all elements.
@@ -101,7 +122,8 @@ impl Tensor {
             None => reduce_dims("prod", self, None)?,
         };
         let shape = reduced_shape(self.shape(), &d, keepdim && dim.is_some());
-        let out = crate::with_dtype!(out_dt, T, {
+        let native = super::cuda_reduce(&src, &d, super::RedOp::Prod, 1.0, &shape)?;
+        let out = if let Some(o) = native { o } else { crate::with_dtype!(out_dt, T, {
             let v: Vec<T> = if out_dt.is_integral() {
                 reduce_rows::<i64, T>(&src, &d, |r| T::from_i64(r.iter().fold(1i64, |a, &b| a.wrapping_mul(b))))?.0
             } else if out_dt.is_complex() {
@@ -110,7 +132,7 @@ impl Tensor {
                 reduce_rows::<f64, T>(&src, &d, |r| T::from_f64(r.iter().product()))?.0
             };
             Tensor::from_vec(v, &shape)?
-        });
+        }) };
         if !(out_dt.is_float() || out_dt.is_complex()) || !src.requires_grad() {
             return Ok(out);
         }

@@ -58,6 +58,26 @@ fn not_implemented(name: &str, d: DType) -> Error {
 pub fn unary(spec: &'static UnarySpec, x: &Tensor) -> Result<Tensor> {
     let name = spec.name;
     let d = x.dtype();
+    if x.device().is_cuda() {
+        if d.is_integral() {
+            match spec.int {
+                IntMode::ToFloat => return unary(spec, &x.to_dtype(crate::default_dtype())?),
+                IntMode::Identity => return x.copy(),
+                IntMode::Reject => return Err(not_implemented(name, d)),
+                IntMode::Same(_) if d.is_bool() => return Err(not_implemented(name, d)),
+                IntMode::Same(_) => {}
+            }
+        }
+        // a CUDA kernel when the op has one for this dtype, else the op on the CPU (autograd
+        // flows through the differentiable device moves)
+        let Some(out) = crate::backend::cuda::ops::unary(spec, x)? else {
+            return x.to_device(crate::Device::Cpu).and_then(|c| unary(spec, &c)).and_then(|r| r.to_device(x.device()));
+        };
+        if let Some(bw) = spec.backward {
+            record_unary(name, x, &out, bw);
+        }
+        return Ok(out);
+    }
     let out = match d {
         _ if d.is_integral() => match spec.int {
             IntMode::ToFloat => {
