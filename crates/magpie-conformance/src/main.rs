@@ -115,6 +115,17 @@ fn worker(cli: &Cli, device: Device) -> Result<(), String> {
         let mut out = stdout.lock();
         writeln!(out, "{TAG}{line}").and_then(|_| out.flush()).map_err(|e| e.to_string())?;
     }
+    // `--device cuda`: which ops ran natively and which fell back to the CPU (one line per op)
+    if let Some(path) = std::env::var_os("MAGPIE_FALLBACK_LOG") {
+        let mut text = String::new();
+        for (op, native, fallback) in magpie_core::backend::cuda::fallback_counts() {
+            text.push_str(&format!("{op} {native} {fallback}\n"));
+        }
+        let f = std::fs::OpenOptions::new().create(true).append(true).open(path);
+        if let Ok(mut f) = f {
+            let _ = f.write_all(text.as_bytes());
+        }
+    }
     Ok(())
 }
 

@@ -41,3 +41,16 @@ pub fn fallback_counts() -> Vec<(String, u64, u64)> {
 pub fn reset_fallback_counts() {
     COUNTS.lock().unwrap_or_else(|e| e.into_inner()).clear();
 }
+
+/// Runs `f(x)`; when `x` is a CUDA tensor and `f` reaches a CPU-only kernel, reruns it on a CPU
+/// copy of `x` (a differentiable move) and moves the result back. For Rust-level ops (autograd's
+/// `sum_to_size`, ...) whose family has no CUDA kernel yet; it switches itself off once it has.
+pub fn or_on_cpu(x: &crate::Tensor, f: impl Fn(&crate::Tensor) -> crate::Result<crate::Tensor>) -> crate::Result<crate::Tensor> {
+    match f(x) {
+        Err(e) if x.device().is_cuda() && is_cpu_only_error(&e) => {
+            let dev = x.device();
+            f(&x.to_device(crate::Device::Cpu)?)?.to_device(dev)
+        }
+        r => r,
+    }
+}

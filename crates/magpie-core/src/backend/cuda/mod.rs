@@ -51,7 +51,7 @@ mod stub;
 pub use stub::*;
 
 mod fallback;
-pub use fallback::{fallback_counts, reset_fallback_counts};
+pub use fallback::{fallback_counts, or_on_cpu, reset_fallback_counts};
 pub(crate) use fallback::{is_cpu_only_error, note_fallback, cpu_only};
 
 use crate::{Device, Error, Result};

@@ -171,6 +171,13 @@ impl Tensor {
         if self.shape() == shape {
             return Ok(self.clone());
         }
+        if self.device().is_cuda() {
+            // CUDA tensors: natively once sums have a CUDA kernel, else on the CPU (autograd needs it)
+            return crate::backend::cuda::or_on_cpu(self, |t| t.sum_to_size_here(shape));
+        }
+        self.sum_to_size_here(shape)
+    }
+    fn sum_to_size_here(&self, shape: &[usize]) -> Result<Tensor> {
         let nd = self.ndim();
         if shape.len() > nd {
             return Err(Error::shape("sum_to_size", format!("size {shape:?} is not expandable to size {:?}", self.shape())));
