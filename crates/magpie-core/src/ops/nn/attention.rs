@@ -1,64 +1,9 @@
-//! `scaled_dot_product_attention` as a composite: `softmax(q k^T * scale + mask) v`, with a small
-//! batched GEMM primitive (its gradient is two more batched GEMMs).
+//! `scaled_dot_product_attention` as a composite: `softmax(q k^T * scale + mask) v`. The products
+//! are `matmul`s (batched GEMMs reading the transposed key in place, parallel over the batch and
+//! heads; their gradients are two more), the causal mask fills with a scalar.
 
-use super::util::{from_real, real_vec, with_real};
-use crate::autograd;
 use crate::tensor::Tensor;
 use crate::{Error, Result};
-use rayon::prelude::*;
-
-/// `a [B, M, K] @ b [B, K, N]` for floating tensors of one dtype, differentiable.
-pub(crate) fn bmm(a: &Tensor, b: &Tensor) -> Result<Tensor> {
-    let (bs, m, k) = (a.shape()[0], a.shape()[1], a.shape()[2]);
-    let n = b.shape()[2];
-    if b.shape()[0] != bs || b.shape()[1] != k || a.dtype() != b.dtype() {
-        return Err(Error::shape("bmm", format!("cannot multiply {:?} ({}) and {:?} ({})", a.shape(), a.dtype(), b.shape(), b.dtype())));
-    }
-    let out = with_real!(a.dtype(), R, {
-        let (av, bv) = (real_vec::<R>(a)?, real_vec::<R>(b)?);
-        let mut c = vec![R::default(); bs * m * n];
-        if m * n > 0 {
-            c.par_chunks_mut(m * n).enumerate().for_each(|(i, ci)| {
-                let (ai, bi) = (&av[i * m * k..(i + 1) * m * k], &bv[i * k * n..(i + 1) * k * n]);
-                for r in 0..m {
-                    for l in 0..k {
-                        let x = ai[r * k + l];
-                        let row = &bi[l * n..(l + 1) * n];
-                        for (o, &y) in ci[r * n..(r + 1) * n].iter_mut().zip(row) {
-                            *o += x * y;
-                        }
-                    }
-                }
-            });
-        }
-        from_real(c, &[bs, m, n], a.dtype())?
-    });
-    let (sa, sb) = (autograd::Saved::new("bmm", a), autograd::Saved::new("bmm", b));
-    autograd::record("Bmm", &[a, b], &[out.clone()], move |ctx, g| {
-        let (a, b) = (sa.get()?, sb.get()?);
-        let ga = if ctx.needs_input_grad(0) { Some(bmm(&g[0], &b.transpose(1, 2)?)?) } else { None };
-        let gb = if ctx.needs_input_grad(1) { Some(bmm(&a.transpose(1, 2)?, &g[0])?) } else { None };
-        Ok(vec![ga, gb])
-    });
-    Ok(out)
-}
-
-/// `a [.., M, K] @ b [.., K, N]` with broadcast batch dims.
-fn batched_mm(a: &Tensor, b: &Tensor) -> Result<Tensor> {
-    let (na, nb) = (a.ndim(), b.ndim());
-    let batch = crate::shape::broadcast_shapes("matmul", &a.shape()[..na - 2], &b.shape()[..nb - 2])?;
-    let mut sa = batch.clone();
-    sa.extend(&a.shape()[na - 2..]);
-    let mut sb = batch.clone();
-    sb.extend(&b.shape()[nb - 2..]);
-    let bsz: usize = batch.iter().product();
-    let a3 = a.broadcast_to(&sa)?.reshape(&[bsz as i64, a.shape()[na - 2] as i64, a.shape()[na - 1] as i64])?;
-    let b3 = b.broadcast_to(&sb)?.reshape(&[bsz as i64, b.shape()[nb - 2] as i64, b.shape()[nb - 1] as i64])?;
-    let c = bmm(&a3, &b3)?;
-    let mut so: Vec<i64> = batch.iter().map(|&v| v as i64).collect();
-    so.extend([a.shape()[na - 2] as i64, b.shape()[nb - 1] as i64]);
-    c.reshape(&so)
-}
 
 /// Repeats each head of `[.., H, S, E]` `r` times (`repeat_interleave(r, dim=-3)`).
 fn repeat_heads(t: &Tensor, r: usize) -> Result<Tensor> {
@@ -101,13 +46,12 @@ pub fn scaled_dot_product_attention(q: &Tensor, k: &Tensor, v: &Tensor, mask: Op
         v = repeat_heads(&v, hq / hv)?;
     }
     let sc = scale.unwrap_or(1.0 / (e as f64).sqrt());
-    let mut att = batched_mm(q, &k.transpose(-2, -1)?)?.mul_scalar(sc)?;
+    let mut att = q.matmul(&k.transpose(-2, -1)?)?.mul_scalar(sc)?;
     let ninf = |t: &Tensor| t.full_like(f64::NEG_INFINITY);
     if is_causal {
         let rows = Tensor::arange(0i64, l as i64, 1i64)?.reshape(&[l as i64, 1])?;
         let cols = Tensor::arange(0i64, s as i64, 1i64)?.reshape(&[1, s as i64])?;
-        let keep = cols.le(&rows)?;
-        att = keep.where_(&att, &ninf(&att)?)?;
+        att = att.masked_fill(&cols.gt(&rows)?, f64::NEG_INFINITY)?;
     }
     if let Some(m) = mask {
         att = if m.dtype().is_bool() { m.where_(&att, &ninf(&att)?)? } else { att.add(m)? };
@@ -116,5 +60,5 @@ pub fn scaled_dot_product_attention(q: &Tensor, k: &Tensor, v: &Tensor, mask: Op
     if dropout_p > 0.0 {
         p = super::dropout::dropout(&p, dropout_p, true, false)?;
     }
-    batched_mm(&p, &v)
+    p.matmul(&v)
 }
