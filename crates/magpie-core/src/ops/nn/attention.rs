@@ -1,14 +1,10 @@
 //! `scaled_dot_product_attention` as a composite, PyTorch's math path:
-//! `safe_softmax(q k^T * scale + mask) v` (a row whose keys are all masked gives zeros, not NaN).
+//! `safe_softmax(q k^T * scale + mask) v` (a row whose keys are all masked gives zeros, not NaN). The products
+//! are `matmul`s (batched GEMMs reading the transposed key in place, parallel over the batch and
+//! heads; their gradients are two more), the causal mask fills with a scalar.
 
 use crate::tensor::Tensor;
 use crate::{Error, Result};
-
-/// `a [.., M, K] @ b [.., K, N]` with broadcast batch dims.
-fn batched_mm(a: &Tensor, b: &Tensor) -> Result<Tensor> {
-    // `matmul` runs the blocked GEMM and records its own (twice differentiable) backward
-    a.matmul(b)
-}
 
 /// Repeats each head of `[.., H, S, E]` `r` times (`repeat_interleave(r, dim=-3)`).
 fn repeat_heads(t: &Tensor, r: usize) -> Result<Tensor> {
@@ -56,13 +52,12 @@ pub fn scaled_dot_product_attention(q: &Tensor, k: &Tensor, v: &Tensor, mask: Op
         v = repeat_heads(&v, hq / hv)?;
     }
     let sc = scale.unwrap_or(1.0 / (e as f64).sqrt());
-    let mut att = batched_mm(q, &k.transpose(-2, -1)?)?.mul_scalar(sc)?;
+    let mut att = q.matmul(&k.transpose(-2, -1)?)?.mul_scalar(sc)?;
     let ninf = |t: &Tensor| t.full_like(f64::NEG_INFINITY);
     if is_causal {
         let rows = Tensor::arange(0i64, l as i64, 1i64)?.reshape(&[l as i64, 1])?;
         let cols = Tensor::arange(0i64, s as i64, 1i64)?.reshape(&[1, s as i64])?;
-        let keep = cols.le(&rows)?;
-        att = keep.where_(&att, &ninf(&att)?)?;
+        att = att.masked_fill(&cols.gt(&rows)?.to_device(att.device())?, f64::NEG_INFINITY)?;
     }
     if let Some(m) = mask {
         att = if m.dtype().is_bool() { m.where_(&att, &ninf(&att)?)? } else { att.add(m)? };
@@ -72,5 +67,5 @@ pub fn scaled_dot_product_attention(q: &Tensor, k: &Tensor, v: &Tensor, mask: Op
     if dropout_p > 0.0 {
         p = super::dropout::dropout(&p, dropout_p, true, false)?;
     }
-    batched_mm(&p, &v)
+    p.matmul(&v)
 }
