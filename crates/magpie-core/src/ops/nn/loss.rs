@@ -171,7 +171,9 @@ pub fn nll_loss(x: &Tensor, t: &Tensor, w: Option<&Tensor>, ignore_index: i64, r
     // mask[n, c, ...] = (target == c) and not ignored
     let classes = Tensor::arange(0i64, c as i64, 1i64)?;
     let classes = per_class(&classes, x)?;
-    let tu = t.unsqueeze(cd as i64)?;
+    // ignored targets (ignore_index may be a real class) match no class
+    let t_eff = t.ne_scalar(ignore_index)?.where_(t, &t.full_like(-1)?)?;
+    let tu = t_eff.unsqueeze(cd as i64)?;
     let mask = tu.eq(&classes)?;
     let zeros = x.zeros_like()?;
     let picked = mask.where_(x, &zeros)?.sum_dims(Some(&[cd as i64]), false, None)?;
