@@ -131,3 +131,46 @@ pub fn eye_(t: &Tensor) -> Result<()> {
     }
     Ok(())
 }
+
+/// `trunc_normal_(t, mean, std, a, b)`: N(mean, std²) truncated to `[a, b]`, drawn by PyTorch's
+/// inverse-CDF method (uniform between the CDF values of `a` and `b`, then `erfinv`), so no
+/// value is rejected and redrawn.
+pub fn trunc_normal_(t: &Tensor, mean: f64, std: f64, a: f64, b: f64) -> Result<()> {
+    if a > b {
+        return Err(Error::value("trunc_normal_", format!("the lower bound a={a} must not exceed the upper bound b={b}")));
+    }
+    let norm_cdf = |x: f64| (1.0 + magpie_core::ops::special::erf::erf(x / std::f64::consts::SQRT_2)) / 2.0;
+    let l = norm_cdf((a - mean) / std);
+    let u = norm_cdf((b - mean) / std);
+    let _g = no_grad();
+    t.uniform_(2.0 * l - 1.0, 2.0 * u - 1.0)?;
+    let v = t.erfinv()?.mul_scalar(std * std::f64::consts::SQRT_2)?.add_scalar(mean)?.clamp(Some(a), Some(b))?;
+    t.copy_(&v)?;
+    Ok(())
+}
+
+/// `orthogonal_(t, gain)`: a (semi-)orthogonal matrix from the QR decomposition of a standard
+/// normal matrix, with Q's columns sign-corrected by `sign(diag(R))` so the result is uniformly
+/// distributed, as PyTorch does; tensors of more than 2 dims are flattened to `[rows, rest]`.
+pub fn orthogonal_(t: &Tensor, gain: f64) -> Result<()> {
+    if t.ndim() < 2 {
+        return Err(Error::value("orthogonal_", "Only tensors with 2 or more dimensions are supported"));
+    }
+    if t.numel() == 0 {
+        return Ok(());
+    }
+    let rows = t.shape()[0];
+    let cols = t.numel() / rows;
+    let _g = no_grad();
+    let flat = Tensor::zeros_on(&[rows, cols], t.dtype(), t.device())?;
+    flat.normal_(0.0, 1.0)?;
+    let flat = if rows < cols { flat.t()?.contiguous()? } else { flat };
+    let (q, r) = magpie_core::ops::linalg::qr(&flat, "reduced")?;
+    let ph = r.diag(0)?.sign()?;
+    let mut q = q.mul(&ph.unsqueeze(0)?)?;
+    if rows < cols {
+        q = q.t()?;
+    }
+    t.copy_(&q.mul_scalar(gain)?.reshape_to(t.shape())?)?;
+    Ok(())
+}

@@ -32,6 +32,15 @@ fn simple(a: &mut Args, f: fn(&Tensor, &Tensor, Reduction) -> Result<Tensor>) ->
     t(f(&x, &y, r)?)
 }
 
+/// CTC lengths: a list of ints or an integer tensor (0-d or 1-d).
+fn lengths(a: &mut Args, i: usize, name: &str) -> Result<Vec<i64>> {
+    match a.get_some(i, name) {
+        Some(Value::Tensor(t)) => t.reshape(&[-1])?.to_vec::<i64>(),
+        Some(v) => v.to_ints("ctc_loss", name),
+        None => Err(crate::Error::value("ctc_loss", format!("missing argument {name}"))),
+    }
+}
+
 /// Registers the losses.
 pub(crate) fn register(r: &mut super::super::Registry) {
     let r: &mut Registry = r;
@@ -68,6 +77,16 @@ pub(crate) fn register(r: &mut super::super::Registry) {
         let r = reduction(a, Some(3), Some(4), 5)?;
         let pw = a.opt_tensor(6, "pos_weight")?;
         t(loss::binary_cross_entropy_with_logits(&x, &y, w.as_ref(), pw.as_ref(), r)?)
+    });
+    r.add("nn.functional.ctc_loss", |a| {
+        let x = a.tensor(0, "log_probs")?;
+        let y = a.tensor(1, "targets")?;
+        let il = lengths(a, 2, "input_lengths")?;
+        let tl = lengths(a, 3, "target_lengths")?;
+        let blank = a.int_or(4, "blank", 0)?;
+        let r = reduction(a, None, None, 5)?;
+        let zi = a.bool_or(6, "zero_infinity", false)?;
+        t(crate::ops::nn::ctc_loss(&x, &y, &il, &tl, blank, r, zi)?)
     });
     r.add("nn.functional.nll_loss", |a| {
         let x = a.tensor(0, "input")?;

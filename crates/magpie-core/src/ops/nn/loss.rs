@@ -171,7 +171,9 @@ pub fn nll_loss(x: &Tensor, t: &Tensor, w: Option<&Tensor>, ignore_index: i64, r
     // mask[n, c, ...] = (target == c) and not ignored
     let classes = Tensor::arange(0i64, c as i64, 1i64)?;
     let classes = per_class(&classes, x)?;
-    let tu = t.unsqueeze(cd as i64)?;
+    // ignored targets (ignore_index may be a real class) match no class
+    let t_eff = t.ne_scalar(ignore_index)?.where_(t, &t.full_like(-1)?)?;
+    let tu = t_eff.unsqueeze(cd as i64)?;
     let mask = tu.eq(&classes)?;
     let zeros = x.zeros_like()?;
     let picked = mask.where_(x, &zeros)?.sum_dims(Some(&[cd as i64]), false, None)?;
@@ -243,7 +245,9 @@ pub fn cross_entropy(x: &Tensor, t: &Tensor, w: Option<&Tensor>, ignore_index: i
                 let classes = per_class(&Tensor::arange(0i64, c as i64, 1i64)?, x)?;
                 let mask = t.unsqueeze(cd as i64)?.eq(&classes)?;
                 let wb = per_class(w, x)?.broadcast_to(x.shape())?;
-                let wsum = mask.where_(&wb, &wb.zeros_like()?)?.sum()?;
+                // the weights of the targets that are not ignored (ignore_index may be a real class)
+                let wt = mask.where_(&wb, &wb.zeros_like()?)?.sum_dims(Some(&[cd as i64]), false, None)?;
+                let wsum = keep.where_(&wt, &wt.zeros_like()?)?.sum()?;
                 smooth.sum()?.div(&wsum)?
             }
             None => smooth.sum()?.div(&keep.to_dtype(x.dtype())?.sum()?)?,

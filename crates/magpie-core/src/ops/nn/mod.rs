@@ -7,6 +7,7 @@
 pub mod attention;
 pub mod conv;
 pub(crate) mod cross_entropy;
+pub mod ctc;
 pub mod dropout;
 pub mod embedding;
 pub mod fold;
@@ -23,6 +24,7 @@ pub(crate) mod util;
 
 pub use attention::scaled_dot_product_attention;
 pub use conv::{bilinear, conv, conv_transpose, linear, Padding};
+pub use ctc::ctc_loss;
 pub use dropout::{alpha_dropout, dropout};
 pub use embedding::{embedding, embedding_bag, one_hot};
 pub use fold::{fold, unfold};
