@@ -19,7 +19,12 @@ fn cuda() -> bool {
 }
 
 /// Random normal values of `shape` in `dt` on the CPU (fresh for every call).
+/// Tests run on parallel threads and share the default generator: the stream test holds this
+/// lock so that no other test draws between its re-seed and its draws.
+static RNG: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn rnd(shape: &[usize], dt: DType) -> Tensor {
+    let _g = RNG.lock().unwrap_or_else(|e| e.into_inner());
     Tensor::randn(shape).unwrap().to_dtype(dt).unwrap()
 }
 
@@ -350,6 +355,7 @@ fn rng_streams_match_cpu() {
         return;
     }
     for dt in [DType::F32, DType::F64, DType::BF16] {
+        let _g = RNG.lock().unwrap_or_else(|e| e.into_inner());
         magpie_core::ops::random::manual_seed(1234);
         let c = Tensor::rand_on(&[1001], dt, Device::Cpu).unwrap();
         let cn = Tensor::randn_on(&[7, 13], dt, Device::Cpu).unwrap();
