@@ -45,7 +45,10 @@ pub fn size_class(bytes: usize) -> usize {
     if bytes <= 4096 {
         return bytes.div_ceil(512).max(1) * 512;
     }
-    let step = bytes.next_power_of_two() / 8;
+    // steps of 1/8 of the largest power of two not above the request: the rounding adds less
+    // than one step, i.e. less than 12.5% of the request
+    let floor_pow2 = 1usize << (usize::BITS - 1 - bytes.leading_zeros());
+    let step = floor_pow2 / 8;
     bytes.div_ceil(step) * step
 }
 
@@ -173,9 +176,11 @@ mod tests {
         assert_eq!(size_class(512), 512);
         assert_eq!(size_class(513), 1024);
         assert_eq!(size_class(4096), 4096);
-        for n in [4097usize, 10_000, 1 << 20, (1 << 20) + 1, 123_456_789] {
+        assert_eq!(size_class(4097), 4608);
+        assert_eq!(size_class(8192), 8192);
+        for n in [4097usize, 8191, 10_000, 1 << 20, (1 << 20) + 1, (1 << 21) - 1, 123_456_789] {
             let c = size_class(n);
-            assert!(c >= n && (c - n) * 8 <= n + 8, "{n} -> {c}");
+            assert!(c >= n && (c - n) * 8 < n, "{n} -> {c}");
         }
     }
 }
