@@ -65,7 +65,9 @@ fn softmax_and_log_softmax_match_f64() {
     for s in SHAPES {
         let x = randn(s).mul_scalar(3.0).unwrap();
         check_vs_f64("softmax", &|a| a[0].softmax(-1, None), &[x.clone()], 2e-6);
-        check_vs_f64("log_softmax", &|a| a[0].log_softmax(-1, None), &[x.clone()], 2e-6);
+        // log_softmax's gradient `g - exp(y) * sum(g)` carries the f32 rounding of a row sum of up
+        // to 1025 random values (~|sum| * n * eps, a few 1e-6 here), as the dim-0 case below
+        check_vs_f64("log_softmax", &|a| a[0].log_softmax(-1, None), &[x.clone()], 1e-5);
         // non-contiguous input (a transpose) and a non-last dim
         let xt = x.mt().unwrap();
         check_vs_f64("softmax t", &|a| a[0].softmax(-1, None), &[xt.clone()], 2e-6);
