@@ -273,46 +273,67 @@ impl Layout {
     }
 }
 
-/// Visits the storage index of every element of `l` in row-major order.
-/// The innermost dim is a tight loop; outer dims advance an odometer.
+/// The `(size, stride)` dims of `l` with size-1 dims dropped and neighbours merged where one
+/// steps exactly over the other (`stride[d] == size[d+1] * stride[d+1]`): the same elements
+/// in the same row-major order, in as few (and as long) runs as the memory allows.
+fn coalesced(l: &Layout) -> Vec<(usize, usize)> {
+    let mut dims: Vec<(usize, usize)> = Vec::with_capacity(l.ndim());
+    for (&n, &st) in l.shape.iter().zip(&l.strides) {
+        if n == 1 {
+            continue;
+        }
+        match dims.last_mut() {
+            Some(last) if last.1 == n * st => *last = (last.0 * n, st),
+            _ => dims.push((n, st)),
+        }
+    }
+    dims
+}
+
+/// Calls `f(start, len, stride)` for each innermost run of `l` (dims coalesced first), in
+/// row-major order: the run's elements are at `start + j * stride` for `j < len`.
 #[inline]
-pub fn for_each_index(l: &Layout, mut f: impl FnMut(usize)) {
-    let n = l.numel();
-    if n == 0 {
+pub fn for_each_run(l: &Layout, mut f: impl FnMut(usize, usize, usize)) {
+    if l.numel() == 0 {
         return;
     }
-    let nd = l.ndim();
-    if nd == 0 {
-        f(l.offset);
+    let dims = coalesced(l);
+    let Some((&(inner, inner_stride), outer)) = dims.split_last() else {
+        f(l.offset, 1, 1);
         return;
-    }
-    let inner = l.shape[nd - 1];
-    let inner_stride = l.strides[nd - 1];
-    let mut idx = vec![0usize; nd];
+    };
+    let mut idx = vec![0usize; outer.len()];
     let mut base = l.offset;
     loop {
-        let mut p = base;
-        for _ in 0..inner {
-            f(p);
-            p += inner_stride;
-        }
-        // advance the odometer over dims nd-2..0
-        let mut d = nd as isize - 2;
+        f(base, inner, inner_stride);
+        // advance the odometer over the outer dims, innermost first
+        let mut d = outer.len();
         loop {
-            if d < 0 {
+            if d == 0 {
                 return;
             }
-            let du = d as usize;
-            idx[du] += 1;
-            base += l.strides[du];
-            if idx[du] < l.shape[du] {
+            d -= 1;
+            let (n, st) = outer[d];
+            idx[d] += 1;
+            base += st;
+            if idx[d] < n {
                 break;
             }
-            base -= idx[du] * l.strides[du];
-            idx[du] = 0;
-            d -= 1;
+            base -= idx[d] * st;
+            idx[d] = 0;
         }
     }
+}
+
+/// Visits the storage index of every element of `l` in row-major order (a tight loop over
+/// each run of [`for_each_run`]).
+#[inline]
+pub fn for_each_index(l: &Layout, mut f: impl FnMut(usize)) {
+    for_each_run(l, |start, len, stride| {
+        for j in 0..len {
+            f(start + j * stride);
+        }
+    });
 }
 
 /// The storage indices of every element of `l`, row-major.
@@ -336,5 +357,28 @@ mod tests {
     fn odometer_order() {
         let l = Layout::contiguous(&[2, 3]).transpose(0, 1);
         assert_eq!(indices(&l), vec![0, 3, 1, 4, 2, 5]);
+    }
+    #[test]
+    fn runs_coalesce_and_keep_order() {
+        // a narrowed last dim: rows of 2 at stride 4 (dims 0 and 1 merge into 6 runs)
+        let l = Layout::contiguous(&[2, 3, 4]).narrow("t", 2, 1, 2).unwrap();
+        let mut runs = Vec::new();
+        for_each_run(&l, |s, n, st| runs.push((s, n, st)));
+        assert_eq!(runs, vec![(1, 2, 1), (5, 2, 1), (9, 2, 1), (13, 2, 1), (17, 2, 1), (21, 2, 1)]);
+        // contiguous: one run; size-1 dims and 0-d: one element
+        let mut runs = Vec::new();
+        for_each_run(&Layout::contiguous(&[2, 1, 3]), |s, n, st| runs.push((s, n, st)));
+        assert_eq!(runs, vec![(0, 6, 1)]);
+        let mut runs = Vec::new();
+        for_each_run(&Layout::contiguous(&[]), |s, n, st| runs.push((s, n, st)));
+        assert_eq!(runs, vec![(0, 1, 1)]);
+        // a transpose: every element its own stride-3 step inside runs of 2
+        let t = Layout::contiguous(&[2, 3]).transpose(0, 1);
+        let mut idx = Vec::new();
+        for_each_index(&t, |i| idx.push(i));
+        assert_eq!(idx, vec![0, 3, 1, 4, 2, 5]);
+        // broadcast (stride 0) dims stay
+        let b = Layout { shape: vec![3, 2], strides: vec![0, 1], offset: 4 };
+        assert_eq!(indices(&b), vec![4, 5, 4, 5, 4, 5]);
     }
 }

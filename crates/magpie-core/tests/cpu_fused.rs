@@ -1,7 +1,8 @@
 //! The fused f32 CPU kernels (softmax, log_softmax, layer_norm, cross_entropy, gelu, sums,
 //! linear) against their references: the same op in f64 (which runs the composite or scalar
 //! path) or the composite itself, forward and gradients, at odd sizes and on non-contiguous
-//! inputs; plus double backward through the fused ops' composite gradient path.
+//! inputs; plus double backward through the fused ops' composite gradient path. Fused attention
+//! (`scaled_dot_product_attention` in f32) is checked against the f64 composite the same way.
 
 use magpie_core::autograd;
 use magpie_core::ops::nn::{self, loss, Reduction};
@@ -241,5 +242,67 @@ fn linear_matches_matmul_reference() {
         // no bias, transposed input
         let xt = randn(&[i, 4]).mt().unwrap();
         check_vs_f64("linear nobias", &|a| nn::linear(&a[0], &a[1], None), &[xt, w.clone()], 1e-5);
+    }
+}
+
+fn sdpa(q: &Tensor, k: &Tensor, v: &Tensor, causal: bool, gqa: bool) -> Result<Tensor> {
+    nn::scaled_dot_product_attention(q, k, v, None, 0.0, causal, None, gqa)
+}
+
+#[test]
+fn attention_matches_f64_composite() {
+    magpie_core::ops::random::manual_seed(11);
+    // (q, k, v shapes): odd sizes, L > S and L < S, 2-D and 3-D, a batch big enough to run in parallel
+    let cases: &[(&[usize], &[usize], &[usize])] = &[
+        (&[2, 3, 7, 5], &[2, 3, 13, 5], &[2, 3, 13, 3]),
+        (&[1, 2, 9, 4], &[1, 2, 4, 4], &[1, 2, 4, 6]),
+        (&[7, 5], &[7, 5], &[7, 5]),
+        (&[3, 1, 17], &[3, 33, 17], &[3, 33, 9]),
+        (&[4, 4, 64, 32], &[4, 4, 64, 32], &[4, 4, 64, 32]),
+    ];
+    for &(qs, ks, vs) in cases {
+        for causal in [false, true] {
+            let f = |x: &[Tensor]| sdpa(&x[0], &x[1], &x[2], causal, false);
+            check_vs_f64(&format!("sdpa {qs:?} {ks:?} causal={causal}"), &f, &[randn(qs), randn(ks), randn(vs)], 2e-5);
+        }
+    }
+}
+
+#[test]
+fn attention_gqa_and_strided_head_views() {
+    magpie_core::ops::random::manual_seed(12);
+    // grouped-query attention: 6 query heads over 2 key/value heads
+    let f = |x: &[Tensor]| sdpa(&x[0], &x[1], &x[2], true, true);
+    check_vs_f64("sdpa gqa", &f, &[randn(&[2, 6, 11, 8]), randn(&[2, 2, 11, 8]), randn(&[2, 2, 11, 8])], 2e-5);
+    // q, k, v as head-split views of one fused projection (read in place through their strides)
+    let (b, t, h, hd) = (2usize, 10usize, 4usize, 8usize);
+    let c = h * hd;
+    let f = |x: &[Tensor]| {
+        let heads = |i: i64| x[0].narrow(2, i * c as i64, c as i64)?.reshape(&[b as i64, t as i64, h as i64, hd as i64])?.transpose(1, 2);
+        sdpa(&heads(0)?, &heads(1)?, &heads(2)?, true, false)?.transpose(1, 2)?.reshape(&[b as i64, t as i64, c as i64])
+    };
+    check_vs_f64("sdpa qkv views", &f, &[randn(&[b, t, 3 * c])], 2e-5);
+}
+
+#[test]
+fn attention_double_backward_matches_composite() {
+    magpie_core::ops::random::manual_seed(13);
+    let (q, k, v) = (randn(&[2, 2, 6, 4]), randn(&[2, 2, 6, 4]), randn(&[2, 2, 6, 3]));
+    let (g, w) = (randn(&[2, 2, 6, 3]), randn(&[2, 2, 6, 4]));
+    let run = |dt: DType| -> Vec<Tensor> {
+        let leaf = |t: &Tensor| t.to_dtype(dt).unwrap().requires_grad_(true).unwrap();
+        let (q, k, v) = (leaf(&q), leaf(&k), leaf(&v));
+        let y = sdpa(&q, &k, &v, true, false).unwrap();
+        let gs = autograd::grad(&[y], &[q.clone(), k.clone(), v.clone()], &[g.to_dtype(dt).unwrap()], true, true, false).unwrap();
+        // a scalar of all three first-order gradients, differentiated again
+        let w = w.to_dtype(dt).unwrap();
+        let mut s = gs[0].as_ref().unwrap().mul(&w).unwrap().sum().unwrap();
+        s = s.add(&gs[1].as_ref().unwrap().mul(&w).unwrap().sum().unwrap()).unwrap();
+        s = s.add(&gs[2].as_ref().unwrap().pow_scalar(2.0).unwrap().sum().unwrap()).unwrap();
+        autograd::grad(&[s], &[q, k, v], &[], false, false, false).unwrap().into_iter().map(|t| t.unwrap()).collect()
+    };
+    let (a, b) = (run(DType::F32), run(DType::F64));
+    for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+        close(&format!("sdpa second-order grad {i}"), x, y, 1e-4);
     }
 }

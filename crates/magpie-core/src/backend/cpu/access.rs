@@ -1,7 +1,7 @@
 //! Reading and writing strided CPU tensors as typed slices.
 
 use crate::element::Element;
-use crate::layout::{for_each_index, Layout};
+use crate::layout::{for_each_run, Layout};
 use crate::storage::{CpuStorage, Storage};
 use crate::tensor::Tensor;
 use crate::{Error, Result};
@@ -16,15 +16,14 @@ fn cpu<'a>(op: &str, s: &'a Storage) -> Result<&'a CpuStorage> {
 /// The elements of `src` at the positions of `layout`, in row-major order, cast to `T`.
 pub fn gather<S: Element, T: Element>(src: &[S], layout: &Layout) -> Vec<T> {
     let mut out = Vec::with_capacity(layout.numel());
-    if S::DTYPE == T::DTYPE && layout.is_contiguous() {
-        let n = layout.numel();
-        // Same type: a plain copy (the cast is the identity).
-        for &x in &src[layout.offset..layout.offset + n] {
-            out.push(T::cast_from(x));
+    // runs of contiguous elements copy as slices (a plain copy when the cast is the identity)
+    for_each_run(layout, |start, len, stride| {
+        if stride == 1 {
+            out.extend(src[start..start + len].iter().map(|&x| T::cast_from(x)));
+        } else {
+            out.extend((0..len).map(|j| T::cast_from(src[start + j * stride])));
         }
-        return out;
-    }
-    for_each_index(layout, |i| out.push(T::cast_from(src[i])));
+    });
     out
 }
 
@@ -70,17 +69,20 @@ pub fn scatter_into<T: Element>(t: &Tensor, values: &[T]) -> Result<()> {
     };
     crate::with_dtype!(s.dtype(), D, {
         let dst = D::slice_mut(s).ok_or_else(|| Error::dtype("copy_", "storage dtype mismatch"))?;
-        if layout.is_contiguous() {
-            for (d, &v) in dst[layout.offset..layout.offset + values.len()].iter_mut().zip(values) {
-                *d = D::cast_from(v);
+        let mut k = 0;
+        for_each_run(&layout, |start, len, stride| {
+            let vals = &values[k..k + len];
+            if stride == 1 {
+                for (d, &v) in dst[start..start + len].iter_mut().zip(vals) {
+                    *d = D::cast_from(v);
+                }
+            } else {
+                for (j, &v) in vals.iter().enumerate() {
+                    dst[start + j * stride] = D::cast_from(v);
+                }
             }
-        } else {
-            let mut k = 0;
-            for_each_index(&layout, |i| {
-                dst[i] = D::cast_from(values[k]);
-                k += 1;
-            });
-        }
+            k += len;
+        });
     });
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! CPU kernels: the reference backend. Kernels read any strided layout; results are contiguous.
 
 mod access;
+pub mod attention;
 mod elementwise;
 pub mod simd;
 pub mod vmath;

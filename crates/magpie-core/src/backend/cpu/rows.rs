@@ -82,7 +82,7 @@ pub fn sum_f32(x: &[f32]) -> f32 {
 
 /// `sum(a[i] * b[i])` with 8 lanes.
 #[inline(always)]
-fn dot(a: &[f32], b: &[f32]) -> f32 {
+pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
     let mut acc = [[0f32; L]; 2];
     let n = a.len().min(b.len());
     let (a, b) = (&a[..n], &b[..n]);
@@ -105,7 +105,7 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
 
 /// The max of a row (NaN-ignoring; a NaN still poisons the exp sum that follows, as it must).
 #[inline(always)]
-fn row_max(x: &[f32]) -> f32 {
+pub(crate) fn row_max(x: &[f32]) -> f32 {
     let mut acc = [f32::NEG_INFINITY; L];
     let c = x.chunks_exact(L);
     let r = c.remainder();
@@ -123,7 +123,7 @@ fn row_max(x: &[f32]) -> f32 {
 
 /// `sum(exp(x - m))`, the exps also written to `o` when given: 8 lanes at a time ([`expf8`]).
 #[inline(always)]
-fn exp_sum(x: &[f32], m: f32, mut o: Option<&mut [f32]>) -> f32 {
+pub(crate) fn exp_sum(x: &[f32], m: f32, mut o: Option<&mut [f32]>) -> f32 {
     let mut acc = [0f32; L];
     let cx = x.chunks_exact(L);
     let rx = cx.remainder();

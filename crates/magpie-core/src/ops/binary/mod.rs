@@ -7,7 +7,7 @@ use crate::autograd::{self, Saved};
 use crate::backend::cpu;
 use crate::dtype::{result_type, DType};
 use crate::element::Element;
-use crate::layout::for_each_index;
+use crate::layout::for_each_run;
 use crate::storage::Storage;
 use crate::tensor::Tensor;
 use crate::{Error, Result};
@@ -284,17 +284,27 @@ pub(crate) fn check_int_divisor(op: &str, b: &Operand, compute: DType) -> Result
 /// Adds `g` into the elements of the view `v` in place, accumulating where the view repeats a
 /// storage position (expand, overlapping unfold / as_strided). Not recorded by autograd.
 pub(crate) fn add_into_view(v: &Tensor, g: &Tensor) -> Result<()> {
+    match v.dtype() {
+        // floats add natively (the complex round trip of the general case is exact but slow)
+        DType::F32 => add_into_view_t(v, g, |a: f32, b: f32| a + b),
+        DType::F64 => add_into_view_t(v, g, |a: f64, b: f64| a + b),
+        dt => crate::with_dtype!(dt, T, { add_into_view_t(v, g, |a: T, b: T| T::from_c128(a.to_c128() + b.to_c128())) }),
+    }
+}
+
+fn add_into_view_t<T: Element>(v: &Tensor, g: &Tensor, add: impl Fn(T, T) -> T) -> Result<()> {
     let layout = v.layout().clone();
-    crate::with_dtype!(v.dtype(), T, {
-        let vals: Vec<T> = cpu::to_vec(g)?;
-        let mut guard = v.storage().write();
-        let Storage::Cpu(s) = &mut *guard else { return Err(crate::backend::cuda::cpu_only("add_into_view")) };
-        let dst = T::slice_mut(s).ok_or_else(|| Error::dtype("add_into_view", "dtype mismatch"))?;
-        let mut k = 0;
-        for_each_index(&layout, |i| {
-            dst[i] = T::from_c128(dst[i].to_c128() + vals[k].to_c128());
-            k += 1;
-        });
+    let vals: Vec<T> = cpu::to_vec(g)?;
+    let mut guard = v.storage().write();
+    let Storage::Cpu(s) = &mut *guard else { return Err(crate::backend::cuda::cpu_only("add_into_view")) };
+    let dst = T::slice_mut(s).ok_or_else(|| Error::dtype("add_into_view", "dtype mismatch"))?;
+    let mut k = 0;
+    for_each_run(&layout, |start, len, stride| {
+        for (j, &x) in vals[k..k + len].iter().enumerate() {
+            let i = start + j * stride;
+            dst[i] = add(dst[i], x);
+        }
+        k += len;
     });
     Ok(())
 }

@@ -7,7 +7,7 @@ use crate::tensor::Tensor;
 use crate::{Error, Result};
 
 /// Repeats each head of `[.., H, S, E]` `r` times (`repeat_interleave(r, dim=-3)`).
-fn repeat_heads(t: &Tensor, r: usize) -> Result<Tensor> {
+pub(super) fn repeat_heads(t: &Tensor, r: usize) -> Result<Tensor> {
     if r == 1 {
         return Ok(t.clone());
     }
@@ -19,6 +19,13 @@ fn repeat_heads(t: &Tensor, r: usize) -> Result<Tensor> {
     let e = u.broadcast_to(&es)?;
     s[nd - 3] *= r;
     e.reshape(&s.iter().map(|&v| v as i64).collect::<Vec<_>>())
+}
+
+/// The `[l, s]` mask of `is_causal` (top-left aligned): true where key `j > i` is hidden.
+pub(super) fn causal_mask(l: usize, s: usize, device: crate::device::Device) -> Result<Tensor> {
+    let rows = Tensor::arange(0i64, l as i64, 1i64)?.reshape(&[l as i64, 1])?;
+    let cols = Tensor::arange(0i64, s as i64, 1i64)?.reshape(&[1, s as i64])?;
+    cols.gt(&rows)?.to_device(device)
 }
 
 /// `scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)`.
@@ -42,6 +49,12 @@ pub fn scaled_dot_product_attention(q: &Tensor, k: &Tensor, v: &Tensor, mask: Op
     }
     let e = q.shape()[q.ndim() - 1];
     let (l, s) = (q.shape()[q.ndim() - 2], k.shape()[k.ndim() - 2]);
+    let sc = scale.unwrap_or(1.0 / (e as f64).sqrt());
+    if mask.is_none() && dropout_p == 0.0 {
+        if let Some(y) = super::attention_fused::sdpa_fused(q, k, v, is_causal, sc, enable_gqa)? {
+            return Ok(y);
+        }
+    }
     let (mut k, mut v) = (k.clone(), v.clone());
     if enable_gqa && q.ndim() >= 3 && k.ndim() >= 3 {
         let (hq, hk, hv) = (q.shape()[q.ndim() - 3], k.shape()[k.ndim() - 3], v.shape()[v.ndim() - 3]);
@@ -51,13 +64,10 @@ pub fn scaled_dot_product_attention(q: &Tensor, k: &Tensor, v: &Tensor, mask: Op
         k = repeat_heads(&k, hq / hk)?;
         v = repeat_heads(&v, hq / hv)?;
     }
-    let sc = scale.unwrap_or(1.0 / (e as f64).sqrt());
     let mut att = q.matmul(&k.transpose(-2, -1)?)?.mul_scalar(sc)?;
     let ninf = |t: &Tensor| t.full_like(f64::NEG_INFINITY);
     if is_causal {
-        let rows = Tensor::arange(0i64, l as i64, 1i64)?.reshape(&[l as i64, 1])?;
-        let cols = Tensor::arange(0i64, s as i64, 1i64)?.reshape(&[1, s as i64])?;
-        att = att.masked_fill(&cols.gt(&rows)?.to_device(att.device())?, f64::NEG_INFINITY)?;
+        att = att.masked_fill(&causal_mask(l, s, att.device())?, f64::NEG_INFINITY)?;
     }
     if let Some(m) = mask {
         att = if m.dtype().is_bool() { m.where_(&att, &ninf(&att)?)? } else { att.add(m)? };

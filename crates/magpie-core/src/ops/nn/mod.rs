@@ -5,6 +5,7 @@
 //! composites of existing ops.
 
 pub mod attention;
+mod attention_fused;
 pub mod conv;
 pub(crate) mod cross_entropy;
 pub mod ctc;
