@@ -33,6 +33,12 @@ pub use layout::Layout;
 pub use scalar::Scalar;
 pub use tensor::{GradHook, Tensor};
 
+/// The examples of `docs/autograd.md` (custom function, gradient penalty, HVP, views and
+/// in-place ops) run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/autograd.md")]
+pub struct AutogradDocs;
+
 #[doc(hidden)]
 pub use half;
 #[doc(hidden)]

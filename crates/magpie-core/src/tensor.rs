@@ -110,7 +110,13 @@ impl Tensor {
     /// A view of this tensor with another layout over the same storage (no autograd record).
     pub(crate) fn with_layout(&self, layout: Layout) -> Tensor {
         let base = Some(self.0.base.clone().unwrap_or_else(|| self.clone()));
-        Self::from_parts(self.0.storage.clone(), layout, base)
+        let view = Self::from_parts(self.0.storage.clone(), layout, base);
+        // a view of an output of a multi-output view function inherits its restriction
+        let multi = autograd::view::CREATED_MULTI_OUTPUT;
+        if self.0.creation.load(Ordering::Relaxed) == multi {
+            let _ = view.0.creation.compare_exchange(autograd::view::CREATED_DEFAULT, multi, Ordering::Relaxed, Ordering::Relaxed);
+        }
+        view
     }
 
     /// A unique id of this tensor handle's data (views have their own ids).

@@ -123,6 +123,14 @@ fn cases() -> Vec<Case> {
     v.push(case("flip", vec![x()], |t| vec![tv(&t[0]), ints(&[1])]));
     v.push(case("roll", vec![x()], |t| vec![tv(&t[0]), ints(&[1]), ints(&[1])]));
     v.push(case("repeat", vec![x()], |t| vec![tv(&t[0]), ints(&[2, 1])]));
+    // multi-output views (one node joins the pieces' gradients)
+    v.push(case("split", vec![x()], |t| vec![tv(&t[0]), Value::Int(2), Value::Int(1)]));
+    v.push(case("split", vec![x()], |t| vec![tv(&t[0]), ints(&[1, 2]), Value::Int(1)]));
+    v.push(case("split_with_sizes", vec![x()], |t| vec![tv(&t[0]), ints(&[2, 0, 1]), Value::Int(1)]));
+    v.push(case("chunk", vec![x()], |t| vec![tv(&t[0]), Value::Int(2), Value::Int(0)]));
+    v.push(case("unbind", vec![x()], |t| vec![tv(&t[0]), Value::Int(1)]));
+    v.push(case("unsafe_split", vec![x()], |t| vec![tv(&t[0]), Value::Int(2), Value::Int(1)]));
+    v.push(case("tensor_split", vec![x()], |t| vec![tv(&t[0]), Value::Int(2), Value::Int(1)]));
     v.push(case("cat", vec![x(), y()], |t| vec![Value::List(vec![tv(&t[0]), tv(&t[1])]), Value::Int(1)]));
     v.push(case("stack", vec![x(), y()], |t| vec![Value::List(vec![tv(&t[0]), tv(&t[1])])]));
     // linear algebra

@@ -10,7 +10,7 @@
 //!   (see [`super::view`]).
 
 use super::node::{camel, record_edges, BackwardCtx, Edge};
-use super::view::{copy_slices, CREATED_NO_GRAD};
+use super::view::{copy_slices, CREATED_DEFAULT, CREATED_MULTI_OUTPUT};
 use super::is_grad_enabled;
 use crate::tensor::Tensor;
 use crate::{Error, Result};
@@ -39,11 +39,9 @@ pub(crate) fn check(t: &Tensor, op: &str) -> Result<()> {
             if !base.requires_grad() {
                 return Ok(());
             }
-            if t.0.creation.load(Ordering::Relaxed) == CREATED_NO_GRAD {
-                return Err(Error::autograd(
-                    op,
-                    "A view was created in no_grad mode and is being modified inplace with grad mode enabled. Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify your code by moving both the view and the inplace either both inside the no_grad block (if you don't want the inplace to be tracked) or both outside (if you want the inplace to be tracked).",
-                ));
+            let creation = t.0.creation.load(Ordering::Relaxed);
+            if creation != CREATED_DEFAULT {
+                return Err(view_rebase_error(t, op, creation));
             }
             if base.is_leaf() {
                 return Err(Error::autograd(op, "a view of a leaf Variable that requires grad is being used in an in-place operation."));
@@ -51,6 +49,24 @@ pub(crate) fn check(t: &Tensor, op: &str) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// PyTorch's error for an in-place write into a view whose history cannot be rebased
+/// (`handle_view_on_rebase`): one made in no_grad mode, or an output of a multi-output view function.
+fn view_rebase_error(t: &Tensor, op: &str, creation: u8) -> Error {
+    let what = match t.grad_edge() {
+        Some((n, k)) => {
+            let name = n.name().trim_end_matches(|c: char| c.is_ascii_digit());
+            format!("Output {k} of {} is a view and is being modified inplace.", name.strip_suffix("Backward").unwrap_or(name))
+        }
+        None => "A view was created in no_grad mode and is being modified inplace with grad mode enabled.".to_string(),
+    };
+    let why = if creation == CREATED_MULTI_OUTPUT {
+        "This view is the output of a function that returns multiple views. Such functions do not allow the output views to be modified inplace. You should replace the inplace operation by an out-of-place one."
+    } else {
+        "Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify your code by moving both the view and the inplace either both inside the no_grad block (if you don't want the inplace to be tracked) or both outside (if you want the inplace to be tracked)."
+    };
+    Error::autograd(op, format!("{what} {why}"))
 }
 
 /// An in-place write of `value` (same shape and dtype as `dst`) into `dst`: `store` writes the
@@ -63,6 +79,12 @@ pub(crate) fn write(op: &str, dst: &Tensor, value: &Tensor, store: impl FnOnce()
     }
     if let Some(base) = dst.base() {
         if value.requires_grad() || base.requires_grad() {
+            // `check` let a view of a base that does not require grad through; a recorded write
+            // into a view the function that made it cannot rebase is still refused
+            let creation = dst.0.creation.load(Ordering::Relaxed);
+            if creation != CREATED_DEFAULT {
+                return Err(view_rebase_error(dst, op, creation));
+            }
             let base_edge = Edge::of(base);
             // the node that produced the base may read it in backward: give it a copy
             if let Some((n, k)) = base.grad_edge() {

@@ -21,6 +21,22 @@ pub(crate) const CREATED_DEFAULT: u8 = 0;
 /// mode on is an error, and it does not pick up its base's history.
 pub(crate) const CREATED_NO_GRAD: u8 = 1;
 
+/// One of the views returned by a multi-output view function (`split`, `chunk`, `unbind`,
+/// `split_with_sizes`) made with grad mode on, or a view of one: writing it in place while
+/// autograd records is an error (PyTorch's `MULTI_OUTPUT_NODE`), since the function's single
+/// node could not be rebased for one of its outputs.
+pub(crate) const CREATED_MULTI_OUTPUT: u8 = 2;
+
+/// Marks the outputs of a multi-output view function made now (no-op without grad mode: those
+/// views keep their no-grad marking, as in PyTorch).
+pub(crate) fn mark_multi_output(views: &[Tensor]) {
+    if is_grad_enabled() {
+        for v in views {
+            v.0.creation.store(CREATED_MULTI_OUTPUT, Ordering::Relaxed);
+        }
+    }
+}
+
 /// How a view of `base` made now is marked (PyTorch's `CreationMeta`).
 pub(crate) fn creation_of(base: Option<&Tensor>) -> u8 {
     match base {

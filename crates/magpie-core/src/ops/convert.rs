@@ -99,28 +99,24 @@ impl Tensor {
         autograd::inplace::check(self, op)
     }
 
-    /// An in-place op written as its out-of-place version `f`: runs `f` on this tensor (on a copy
-    /// of it when autograd records, so that the recorded op does not save data about to be
-    /// overwritten, like PyTorch's `original_self`) and writes the result back with [`Tensor::assign_`].
-    /// `others` are the op's other tensor arguments.
-    #[allow(dead_code)]
+    /// An in-place op written as its out-of-place version `f` (the one path of every in-place op
+    /// of the registry): checks the write like PyTorch's `check_inplace` (leaves, views of
+    /// leaves, outputs of multi-output view functions), runs `f` on [`Tensor::inplace_src_with`]
+    /// (a differentiable copy of this tensor when autograd records, PyTorch's `original_self`,
+    /// so that the recorded op never saves data the write replaces), and writes the result back
+    /// with PyTorch's cast rule, rebasing this tensor's history (or, for a view, its base's
+    /// through `CopySlices`). `others` are the op's other tensor arguments.
     pub(crate) fn update_(&self, op: &str, others: &[&Tensor], f: impl FnOnce(&Tensor) -> Result<Tensor>) -> Result<Tensor> {
         self.check_inplace(op)?;
-        let records = is_grad_enabled() && (self.requires_grad() || others.iter().any(|t| t.requires_grad()));
-        let src = if records { self.copy()? } else { self.clone() };
-        let r = f(&src)?;
-        self.assign_(op, &r.to_dtype(self.dtype())?)
+        let r = f(&self.inplace_src_with(others)?)?;
+        crate::ops::binary::write_inplace(op, self, &r)
     }
 
     /// What an in-place op should compute from: under autograd, a differentiable copy of this
     /// tensor (PyTorch's `original_self`), so that the op's backward does not read the data the
-    /// in-place write is about to replace; otherwise this tensor itself.
-    pub(crate) fn inplace_src(&self) -> Result<Tensor> {
-        self.inplace_src_with(&[])
-    }
-
-    /// [`Tensor::inplace_src`] for an op with other tensor arguments: a copy is also needed when
-    /// only an argument requires grad (`x.mul_(w)` saves `x` for `w`'s gradient).
+    /// in-place write is about to replace; otherwise this tensor itself. `others` are the op's
+    /// other tensor arguments: a copy is also needed when only one of them requires grad
+    /// (`x.mul_(w)` saves `x` for `w`'s gradient).
     pub(crate) fn inplace_src_with(&self, others: &[&Tensor]) -> Result<Tensor> {
         if is_grad_enabled() && (self.requires_grad() || others.iter().any(|t| t.requires_grad())) {
             self.copy()

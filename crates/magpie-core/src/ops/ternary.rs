@@ -5,7 +5,7 @@
 use crate::autograd::{self, Saved};
 use crate::backend::cpu;
 use crate::dtype::{result_type, DType};
-use crate::ops::binary::{common_dtype, operand_dtype, scalar_type_name, write_inplace};
+use crate::ops::binary::{common_dtype, operand_dtype, scalar_type_name};
 use crate::ops::Operand;
 use crate::scalar::Scalar;
 use crate::tensor::Tensor;
@@ -309,7 +309,7 @@ impl Tensor {
     }
     /// `x.clamp_(min, max)` in place.
     pub fn clamp_(&self, min: Option<f64>, max: Option<f64>) -> Result<Tensor> {
-        write_inplace("clamp_", self, &self.inplace_src()?.clamp(min, max)?)
+        self.update_("clamp_", &[], |s| s.clamp(min, max))
     }
     /// `torch.lerp(self, end, weight)` with a scalar weight.
     pub fn lerp(&self, end: &Tensor, weight: f64) -> Result<Tensor> {
@@ -329,11 +329,11 @@ impl Tensor {
     }
     /// `self.addcmul_(t1, t2, value=value)` in place (an optimizer step's building block).
     pub fn addcmul_(&self, t1: &Tensor, t2: &Tensor, value: impl Into<Scalar>) -> Result<Tensor> {
-        write_inplace("addcmul_", self, &self.inplace_src()?.addcmul(t1, t2, value)?)
+        self.update_("addcmul_", &[t1, t2], |s| s.addcmul(t1, t2, value))
     }
     /// `self.addcdiv_(t1, t2, value=value)` in place.
     pub fn addcdiv_(&self, t1: &Tensor, t2: &Tensor, value: impl Into<Scalar>) -> Result<Tensor> {
-        write_inplace("addcdiv_", self, &self.inplace_src()?.addcdiv(t1, t2, value)?)
+        self.update_("addcdiv_", &[t1, t2], |s| s.addcdiv(t1, t2, value))
     }
     /// `x.masked_fill(mask, value)` with a scalar value.
     pub fn masked_fill(&self, mask: &Tensor, value: impl Into<Scalar>) -> Result<Tensor> {
@@ -348,13 +348,11 @@ impl Tensor {
 /// `x.masked_fill_(mask, value)` with a scalar or 0-d tensor value.
 pub fn masked_fill_inplace(x: &Tensor, mask: &Tensor, value: Operand) -> Result<Tensor> {
     check_mask(mask)?;
-    let r = masked_fill_op(x, mask, value)?;
-    write_inplace("masked_fill_", x, &r)
-}
-
-/// Checks that an in-place ternary result keeps `self`'s dtype rules (used by the registry).
-pub fn inplace_result(op: &str, dst: &Tensor, r: &Tensor) -> Result<Tensor> {
-    write_inplace(op, dst, r)
+    let others: Vec<&Tensor> = match &value {
+        Operand::Tensor(v) => vec![mask, *v],
+        Operand::Scalar(_) => vec![mask],
+    };
+    x.update_("masked_fill_", &others, |s| masked_fill_op(s, mask, value))
 }
 
 /// The dtype an operand contributes (re-exported for the registry's argument checks).

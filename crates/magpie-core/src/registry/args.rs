@@ -224,6 +224,22 @@ impl Args {
             }
         }
     }
+    /// `input.op_(...)` for an in-place op computed out of place by `f` and written into `x`
+    /// through [`Tensor::update_`] (the one in-place path: PyTorch's checks, `f` reads a
+    /// differentiable copy of `x` when autograd records). Every tensor among the call's
+    /// arguments counts as an input of the op for that decision.
+    pub(crate) fn inplace(&self, x: &Tensor, f: impl FnOnce(&Tensor) -> Result<Tensor>) -> Result<Value> {
+        fn collect<'a>(v: &'a Value, out: &mut Vec<&'a Tensor>) {
+            match v {
+                Value::Tensor(t) => out.push(t),
+                Value::List(l) => l.iter().for_each(|x| collect(x, out)),
+                _ => {}
+            }
+        }
+        let mut others = Vec::new();
+        self.pos.iter().chain(self.kw.iter().map(|(_, v)| v)).for_each(|v| collect(v, &mut others));
+        Ok(Value::Tensor(x.update_(&self.op, &others, f)?))
+    }
     /// Fails if arguments were given that the op did not read: an argument form not
     /// implemented yet is [`Error::Unsupported`], never silently ignored.
     pub fn finish(&self) -> Result<()> {

@@ -4,7 +4,7 @@
 
 use super::args::TensorOrScalar;
 use super::{Args, Registry, Value};
-use crate::ops::binary::{self as b, binary, integral_only, real_binary, write_inplace, BinarySpec};
+use crate::ops::binary::{self as b, binary, integral_only, real_binary, BinarySpec};
 use crate::ops::ternary;
 use crate::ops::Operand;
 use crate::tensor::Tensor;
@@ -33,12 +33,32 @@ fn self_tensor(x: &TensorOrScalar, op: &str) -> Result<Tensor> {
     }
 }
 
-/// Finishes an op: the value, or for an in-place name (`add_`) the value written into `input`.
-fn finish(a: &Args, x: &TensorOrScalar, r: Tensor) -> Result<Value> {
-    if a.op().ends_with('_') && !a.op().ends_with("__") {
-        return t(write_inplace(a.op(), &self_tensor(x, a.op())?, &r)?);
+/// The Python in-place operators (`x += y` is `x.__iadd__(y)`).
+const INPLACE_OPERATORS: &[&str] = &[
+    "__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__", "__imod__", "__ipow__", "__iand__", "__ior__",
+    "__ixor__", "__ilshift__", "__irshift__",
+];
+
+/// True for an in-place name: `add_`, `__iadd__`.
+fn is_inplace(op: &str) -> bool {
+    (op.ends_with('_') && !op.ends_with("__")) || INPLACE_OPERATORS.contains(&op)
+}
+
+/// Runs the op `f` on `input`: out of place, or for an in-place name written into `input`
+/// through [`Args::inplace`] (so that `f` reads a copy of `input` when autograd records).
+fn run(a: &Args, x: &TensorOrScalar, f: impl FnOnce(Operand) -> Result<Tensor>) -> Result<Value> {
+    if is_inplace(a.op()) {
+        return a.inplace(&self_tensor(x, a.op())?, |s| f(Operand::Tensor(s)));
     }
-    t(r)
+    t(f(x.operand())?)
+}
+
+/// [`run`] for ops whose `input` is always a tensor.
+fn run_t(a: &Args, x: &Tensor, f: impl FnOnce(&Tensor) -> Result<Tensor>) -> Result<Value> {
+    if is_inplace(a.op()) {
+        return a.inplace(x, f);
+    }
+    t(f(x)?)
 }
 
 macro_rules! simple {
@@ -46,8 +66,7 @@ macro_rules! simple {
     ($r:ident, $names:expr, $spec:expr, $self_s:expr, $other_s:expr, $other:expr, $run:ident) => {
         $r.add_all($names, |a| {
             let (x, y) = pair(a, $other, $self_s, $other_s)?;
-            let out = $run(&$spec, x.operand(), y.operand())?;
-            finish(a, &x, out)
+            run(a, &x, |x| $run(&$spec, x, y.operand()))
         });
     };
 }
@@ -77,67 +96,56 @@ fn register_arith(r: &mut Registry) {
     r.add_all(&["add", "add_", "__add__", "__iadd__"], |a| {
         let (x, y) = pair(a, "other", false, true)?;
         let alpha = a.opt_scalar(2, "alpha")?;
-        let out = b::add_alpha(x.operand(), y.operand(), alpha)?;
-        if a.op() == "__iadd__" {
-            return t(write_inplace("add_", &self_tensor(&x, "add_")?, &out)?);
-        }
-        finish(a, &x, out)
+        run(a, &x, |x| b::add_alpha(x, y.operand(), alpha))
     });
     r.add_all(&["sub", "sub_", "subtract", "subtract_", "__sub__", "__isub__"], |a| {
         let (x, y) = pair(a, "other", false, true)?;
         let alpha = a.opt_scalar(2, "alpha")?;
-        let out = b::sub_alpha(x.operand(), y.operand(), alpha)?;
-        if a.op() == "__isub__" {
-            return t(write_inplace("sub_", &self_tensor(&x, "sub_")?, &out)?);
-        }
-        finish(a, &x, out)
+        run(a, &x, |x| b::sub_alpha(x, y.operand(), alpha))
     });
     r.add("rsub", |a| {
         let (x, y) = pair(a, "other", false, true)?;
         let alpha = a.opt_scalar(2, "alpha")?;
         t(b::rsub_op(x.operand(), y.operand(), alpha)?)
     });
-    simple!(r, &["mul", "mul_", "multiply", "multiply_", "__mul__"], b::MUL, false, true, "other", plain);
+    simple!(r, &["mul", "mul_", "multiply", "multiply_", "__mul__", "__imul__"], b::MUL, false, true, "other", plain);
     r.add_all(&["div", "div_", "divide", "divide_"], |a| {
         let (x, y) = pair(a, "other", false, true)?;
         let mode = a.opt_str(2, "rounding_mode")?;
-        let out = b::div_rounding(x.operand(), y.operand(), mode.as_deref())?;
-        finish(a, &x, out)
+        run(a, &x, |x| b::div_rounding(x, y.operand(), mode.as_deref()))
     });
-    simple!(r, &["true_divide", "true_divide_", "__truediv__", "__div__"], b::DIV, false, true, "other", plain);
-    r.add_all(&["floor_divide", "floor_divide_", "__floordiv__"], |a| {
+    simple!(r, &["true_divide", "true_divide_", "__truediv__", "__div__", "__itruediv__"], b::DIV, false, true, "other", plain);
+    r.add_all(&["floor_divide", "floor_divide_", "__floordiv__", "__ifloordiv__"], |a| {
         let (x, y) = pair(a, "other", false, true)?;
-        let out = b::floor_divide_op(x.operand(), y.operand())?;
-        finish(a, &x, out)
+        run(a, &x, |x| b::floor_divide_op(x, y.operand()))
     });
-    r.add_all(&["remainder", "remainder_", "__mod__"], |a| {
+    r.add_all(&["remainder", "remainder_", "__mod__", "__imod__"], |a| {
         let (x, y) = pair(a, "other", !a.op().ends_with('_'), true)?;
-        let out = b::remainder_op(x.operand(), y.operand())?;
-        finish(a, &x, out)
+        run(a, &x, |x| b::remainder_op(x, y.operand()))
     });
     r.add_all(&["fmod", "fmod_"], |a| {
         let (x, y) = pair(a, "other", false, true)?;
-        let out = b::fmod_op(x.operand(), y.operand())?;
-        finish(a, &x, out)
+        run(a, &x, |x| b::fmod_op(x, y.operand()))
     });
-    r.add_all(&["pow", "pow_", "__pow__"], |a| {
+    r.add_all(&["pow", "pow_", "__pow__", "__ipow__"], |a| {
         let (x, y) = pair(a, "exponent", a.op() == "pow", true)?;
-        let out = b::pow_op(x.operand(), y.operand())?;
-        finish(a, &x, out)
+        run(a, &x, |x| b::pow_op(x, y.operand()))
     });
     r.add_all(&["float_power", "float_power_"], |a| {
         let (x, y) = pair(a, "exponent", a.op() == "float_power", true)?;
-        let out = b::float_power_op(x.operand(), y.operand())?;
-        if a.op() == "float_power_" {
-            let s = self_tensor(&x, "float_power_")?;
-            if s.dtype() != out.dtype() {
-                return Err(Error::dtype(
+        let inplace = a.op() == "float_power_";
+        run(a, &x, |x| {
+            let base_dtype = if let Operand::Tensor(s) = &x { Some(s.dtype()) } else { None };
+            let out = b::float_power_op(x, y.operand())?;
+            match base_dtype {
+                // float_power_ computes in f64 / complex128 and does not cast the result down
+                Some(d) if inplace && d != out.dtype() => Err(Error::dtype(
                     "float_power_",
-                    format!("the base given to float_power_ has dtype {} but the operation's result requires dtype {}", b::scalar_type_name(s.dtype()), b::scalar_type_name(out.dtype())),
-                ));
+                    format!("the base given to float_power_ has dtype {} but the operation's result requires dtype {}", b::scalar_type_name(d), b::scalar_type_name(out.dtype())),
+                )),
+                _ => Ok(out),
             }
-        }
-        finish(a, &x, out)
+        })
     });
 }
 
@@ -205,14 +213,12 @@ fn register_math(r: &mut Registry) {
     r.add_all(&["ldexp", "ldexp_"], |a| {
         let x = a.tensor(0, "input")?;
         let y = a.tensor(1, "other")?;
-        let out = x.ldexp(&y)?;
-        finish(a, &TensorOrScalar::Tensor(x), out)
+        run_t(a, &x, |x| x.ldexp(&y))
     });
     r.add_all(&["heaviside", "heaviside_"], |a| {
         let x = a.tensor(0, "input")?;
         let y = a.tensor(1, "values")?;
-        let out = x.heaviside(&y)?;
-        finish(a, &TensorOrScalar::Tensor(x), out)
+        run_t(a, &x, |x| x.heaviside(&y))
     });
 }
 
@@ -230,35 +236,31 @@ fn register_ternary(r: &mut Registry) {
         let x = a.tensor(0, "input")?;
         let min = opt_tensor_or_scalar(a, 1, "min")?;
         let max = opt_tensor_or_scalar(a, 2, "max")?;
-        let out = ternary::clamp_op(&x, min.as_ref().map(|m| m.operand()), max.as_ref().map(|m| m.operand()))?;
-        finish(a, &TensorOrScalar::Tensor(x), out)
+        run_t(a, &x, |x| ternary::clamp_op(x, min.as_ref().map(|m| m.operand()), max.as_ref().map(|m| m.operand())))
     });
     r.add_all(&["clamp_min", "clamp_min_"], |a| {
         let x = a.tensor(0, "input")?;
         let m = a.tensor_or_scalar(1, "min")?;
-        let out = ternary::clamp_op(&x, Some(m.operand()), None)?;
-        finish(a, &TensorOrScalar::Tensor(x), out)
+        run_t(a, &x, |x| ternary::clamp_op(x, Some(m.operand()), None))
     });
     r.add_all(&["clamp_max", "clamp_max_"], |a| {
         let x = a.tensor(0, "input")?;
         let m = a.tensor_or_scalar(1, "max")?;
-        let out = ternary::clamp_op(&x, None, Some(m.operand()))?;
-        finish(a, &TensorOrScalar::Tensor(x), out)
+        run_t(a, &x, |x| ternary::clamp_op(x, None, Some(m.operand())))
     });
     r.add_all(&["lerp", "lerp_"], |a| {
         let x = a.tensor(0, "input")?;
         let end = a.tensor(1, "end")?;
         let w = a.tensor_or_scalar(2, "weight")?;
-        let out = ternary::lerp_op(&x, &end, w.operand())?;
-        finish(a, &TensorOrScalar::Tensor(x), out)
+        run_t(a, &x, |x| ternary::lerp_op(x, &end, w.operand()))
     });
     r.add_all(&["addcmul", "addcmul_", "addcdiv", "addcdiv_"], |a| {
         let x = a.tensor(0, "input")?;
         let t1 = a.tensor(1, "tensor1")?;
         let t2 = a.tensor(2, "tensor2")?;
         let v = a.opt_scalar(3, "value")?.unwrap_or(Scalar::Int(1));
-        let out = if a.op().starts_with("addcmul") { ternary::addcmul_op(&x, &t1, &t2, v)? } else { ternary::addcdiv_op(&x, &t1, &t2, v)? };
-        finish(a, &TensorOrScalar::Tensor(x), out)
+        let mul = a.op().starts_with("addcmul");
+        run_t(a, &x, |x| if mul { ternary::addcmul_op(x, &t1, &t2, v) } else { ternary::addcdiv_op(x, &t1, &t2, v) })
     });
     r.add_all(&["masked_fill", "masked_fill_"], |a| {
         let x = a.tensor(0, "input")?;

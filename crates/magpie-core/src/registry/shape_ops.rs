@@ -221,18 +221,21 @@ fn register_join_split(r: &mut Registry) {
         let x = a.tensor(0, "input")?;
         let v = a.get(1, "split_size_or_sections").or_else(|| a.get(1, "split_size"));
         let d = a.int_or(2, "dim", 0)?;
+        // unsafe_split's pieces may be written in place (not multi-output views)
+        let safe = a.op() == "split";
         match v {
-            Some(Value::Int(s)) => list(x.split(s, d)?),
+            Some(Value::Int(s)) => list(if safe { x.split(s, d)? } else { x.unsafe_split(s, d)? }),
             Some(Value::List(l)) => {
                 let s: Vec<i64> = l.iter().map(|v| if let Value::Int(i) = v { Ok(*i) } else { Err(Error::value("split", "sizes must be ints")) }).collect::<Result<_>>()?;
-                list(x.split_with_sizes(&s, d)?)
+                list(if safe { x.split_with_sizes(&s, d)? } else { x.unsafe_split_with_sizes(&s, d)? })
             }
             _ => Err(Error::value("split", "split_size_or_sections must be an int or a list of ints")),
         }
     });
     r.add_all(&["split_with_sizes", "unsafe_split_with_sizes"], |a| {
         let x = a.tensor(0, "input")?;
-        list(x.split_with_sizes(&a.ints(1, "split_sizes")?, a.int_or(2, "dim", 0)?)?)
+        let (s, d) = (a.ints(1, "split_sizes")?, a.int_or(2, "dim", 0)?);
+        list(if a.op() == "split_with_sizes" { x.split_with_sizes(&s, d)? } else { x.unsafe_split_with_sizes(&s, d)? })
     });
     r.add("split_with_sizes_copy", |a| {
         let x = a.tensor(0, "input")?;
@@ -240,7 +243,8 @@ fn register_join_split(r: &mut Registry) {
     });
     r.add_all(&["chunk", "unsafe_chunk"], |a| {
         let x = a.tensor(0, "input")?;
-        list(x.chunk(a.int(1, "chunks")?, a.int_or(2, "dim", 0)?)?)
+        let (c, d) = (a.int(1, "chunks")?, a.int_or(2, "dim", 0)?);
+        list(if a.op() == "chunk" { x.chunk(c, d)? } else { x.unsafe_chunk(c, d)? })
     });
     r.add("tensor_split", |a| {
         let x = a.tensor(0, "input")?;

@@ -5,7 +5,6 @@ use super::args::TensorOrScalar;
 use super::{Args, Registry, Value};
 use crate::dtype::result_type;
 use crate::ops::special::{orthogonal_polynomial, Polynomial};
-use crate::ops::unary::inplace_result as inplace;
 use crate::tensor::Tensor;
 use crate::{Error, Result};
 
@@ -118,15 +117,16 @@ fn simple_inplace(a: &mut Args) -> Result<Value> {
     let name = a.op().to_string();
     let base = name.trim_end_matches('_');
     let f = simple_fn(base).ok_or_else(|| Error::unsupported(&name, "no such op"))?;
-    t(inplace(&name, &x, f(&x))?)
+    a.inplace(&x, f)
 }
 
-/// An activation with an `inplace` flag: `f(x)`, written into `x` when `inplace=True`.
-fn maybe_inplace(a: &mut Args, pos: usize, x: &Tensor, out: Result<Tensor>) -> Result<Value> {
+/// An activation with an `inplace` flag: `f(x)`, written into `x` when `inplace=True`
+/// (through [`Args::inplace`], like every in-place op).
+fn maybe_inplace(a: &mut Args, pos: usize, x: &Tensor, f: impl FnOnce(&Tensor) -> Result<Tensor>) -> Result<Value> {
     if a.bool_or(pos, "inplace", false)? {
-        t(inplace(a.op(), x, out)?)
+        a.inplace(x, f)
     } else {
-        t(out?)
+        t(f(x)?)
     }
 }
 
@@ -171,7 +171,7 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("round_", |a| {
         let x = a.tensor(0, "input")?;
         let d = a.int_or(1, "decimals", 0)?;
-        t(inplace("round_", &x, x.round_decimals(d))?)
+        a.inplace(&x, |x| x.round_decimals(d))
     });
     r.add_all(&["logit", "special.logit"], |a| {
         let x = a.tensor(0, "input")?;
@@ -202,44 +202,44 @@ pub(crate) fn register(r: &mut Registry) {
 fn register_activations(r: &mut Registry) {
     r.add("nn.functional.relu", |a| {
         let x = a.tensor(0, "input")?;
-        maybe_inplace(a, 1, &x, x.relu())
+        maybe_inplace(a, 1, &x, |x| x.relu())
     });
     r.add("nn.functional.relu6", |a| {
         let x = a.tensor(0, "input")?;
-        maybe_inplace(a, 1, &x, x.relu6())
+        maybe_inplace(a, 1, &x, |x| x.relu6())
     });
     r.add_all(&["nn.functional.hardtanh", "hardtanh"], |a| {
         let x = a.tensor(0, "input")?;
         let lo = a.float_or(1, "min_val", -1.0)?;
         let hi = a.float_or(2, "max_val", 1.0)?;
-        maybe_inplace(a, 3, &x, x.hardtanh(lo, hi))
+        maybe_inplace(a, 3, &x, |x| x.hardtanh(lo, hi))
     });
     r.add_all(&["nn.functional.elu", "elu"], |a| {
         let x = a.tensor(0, "input")?;
         let alpha = a.float_or(1, "alpha", 1.0)?;
-        maybe_inplace(a, 2, &x, x.elu(alpha))
+        maybe_inplace(a, 2, &x, |x| x.elu(alpha))
     });
     r.add("nn.functional.selu", |a| {
         let x = a.tensor(0, "input")?;
-        maybe_inplace(a, 1, &x, x.selu())
+        maybe_inplace(a, 1, &x, |x| x.selu())
     });
     r.add_all(&["nn.functional.celu", "celu"], |a| {
         let x = a.tensor(0, "input")?;
         let alpha = a.float_or(1, "alpha", 1.0)?;
-        maybe_inplace(a, 2, &x, x.celu(alpha))
+        maybe_inplace(a, 2, &x, |x| x.celu(alpha))
     });
     r.add_all(&["nn.functional.leaky_relu", "leaky_relu"], |a| {
         let x = a.tensor(0, "input")?;
         let s = a.float_or(1, "negative_slope", 0.01)?;
-        maybe_inplace(a, 2, &x, x.leaky_relu(s))
+        maybe_inplace(a, 2, &x, |x| x.leaky_relu(s))
     });
     r.add("nn.functional.hardswish", |a| {
         let x = a.tensor(0, "input")?;
-        maybe_inplace(a, 1, &x, x.hardswish())
+        maybe_inplace(a, 1, &x, |x| x.hardswish())
     });
     r.add("nn.functional.hardsigmoid", |a| {
         let x = a.tensor(0, "input")?;
-        maybe_inplace(a, 1, &x, x.hardsigmoid())
+        maybe_inplace(a, 1, &x, |x| x.hardsigmoid())
     });
     r.add_all(&["nn.functional.hardshrink", "hardshrink"], |a| {
         let x = a.tensor(0, "input")?;
@@ -253,7 +253,7 @@ fn register_activations(r: &mut Registry) {
         let x = a.tensor(0, "input")?;
         let th = a.float(1, "threshold")?;
         let v = a.float(2, "value")?;
-        maybe_inplace(a, 3, &x, x.threshold(th, v))
+        maybe_inplace(a, 3, &x, |x| x.threshold(th, v))
     });
     r.add("nn.functional.softplus", |a| {
         let x = a.tensor(0, "input")?;
@@ -263,11 +263,11 @@ fn register_activations(r: &mut Registry) {
     });
     r.add("nn.functional.silu", |a| {
         let x = a.tensor(0, "input")?;
-        maybe_inplace(a, 1, &x, x.silu())
+        maybe_inplace(a, 1, &x, |x| x.silu())
     });
     r.add("nn.functional.mish", |a| {
         let x = a.tensor(0, "input")?;
-        maybe_inplace(a, 1, &x, x.mish())
+        maybe_inplace(a, 1, &x, |x| x.mish())
     });
     r.add("nn.functional.gelu", |a| {
         let x = a.tensor(0, "input")?;
@@ -288,7 +288,7 @@ fn register_activations(r: &mut Registry) {
         let lo = a.float_or(1, "lower", 1.0 / 8.0)?;
         let hi = a.float_or(2, "upper", 1.0 / 3.0)?;
         let training = a.bool_or(3, "training", false)?;
-        maybe_inplace(a, 4, &x, x.rrelu(lo, hi, training))
+        maybe_inplace(a, 4, &x, |x| x.rrelu(lo, hi, training))
     });
 }
 

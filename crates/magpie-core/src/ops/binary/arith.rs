@@ -1,7 +1,7 @@
 //! Arithmetic: `add`/`sub` (with `alpha`), `mul`, `div` (all rounding modes), `floor_divide`,
 //! `remainder`, `fmod`, `pow`, `float_power`, `rsub`, and their in-place forms.
 
-use super::{binary, check_int_divisor, common_dtype, operand_dtype, write_inplace, BinarySpec, Promote};
+use super::{binary, check_int_divisor, common_dtype, operand_dtype, BinarySpec, Promote};
 use crate::dtype::DType;
 use crate::ops::Operand;
 use crate::scalar::Scalar;
@@ -352,30 +352,30 @@ impl Tensor {
 
     /// `a.add_(b)` in place.
     pub fn add_(&self, other: &Tensor) -> Result<Tensor> {
-        write_inplace("add_", self, &self.inplace_src()?.add(other)?)
+        self.update_("add_", &[], |x| x.add(other))
     }
     /// `a.add_(s)` in place.
     pub fn add_scalar_(&self, s: impl Into<Scalar>) -> Result<Tensor> {
-        write_inplace("add_", self, &self.inplace_src()?.add_scalar(s)?)
+        self.update_("add_", &[], |x| x.add_scalar(s))
     }
     /// `a.sub_(b)` in place.
     pub fn sub_(&self, other: &Tensor) -> Result<Tensor> {
-        write_inplace("sub_", self, &self.inplace_src()?.sub(other)?)
+        self.update_("sub_", &[], |x| x.sub(other))
     }
     /// `a.mul_(b)` in place.
     pub fn mul_(&self, other: &Tensor) -> Result<Tensor> {
-        write_inplace("mul_", self, &self.inplace_src_with(&[other])?.mul(other)?)
+        self.update_("mul_", &[other], |x| x.mul(other))
     }
     /// `a.mul_(s)` in place.
     pub fn mul_scalar_(&self, s: impl Into<Scalar>) -> Result<Tensor> {
-        write_inplace("mul_", self, &self.inplace_src()?.mul_scalar(s)?)
+        self.update_("mul_", &[], |x| x.mul_scalar(s))
     }
     /// `a.div_(b)` in place (integer tensors reject true division: the result is float).
     pub fn div_(&self, other: &Tensor) -> Result<Tensor> {
-        write_inplace("div_", self, &self.inplace_src_with(&[other])?.div(other)?)
+        self.update_("div_", &[other], |x| x.div(other))
     }
     /// `a.pow_(b)` in place.
     pub fn pow_(&self, exponent: &Tensor) -> Result<Tensor> {
-        write_inplace("pow_", self, &self.inplace_src_with(&[exponent])?.pow(exponent)?)
+        self.update_("pow_", &[exponent], |x| x.pow(exponent))
     }
 }

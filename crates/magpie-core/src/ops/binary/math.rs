@@ -91,7 +91,8 @@ spec!(COPYSIGN, "copysign", "copysign", Promote::IntToFloat, f32::copysign, f64:
         // d/da copysign(a, b) = sign(a) * sign(b) = out / a, taken as 0 where a == 0
         let r = o()?.div(a)?;
         let ga = a.eq_scalar(0)?.where_(&r.zeros_like()?, &g.mul(&r)?)?;
-        Ok((Some(ga), None))
+        // PyTorch gives `other` a zero gradient (not none)
+        Ok((Some(ga), Some(g.zeros_like()?)))
     }));
 spec!(NEXTAFTER, "nextafter", "nextafter", Promote::Same, nextafter32, nextafter64, None, None, None, None,
     Some(|_, _, _, g| Ok((Some(g.clone()), None))));

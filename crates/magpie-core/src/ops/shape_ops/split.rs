@@ -1,7 +1,11 @@
 //! Splitting a tensor into views: `split`, `split_with_sizes`, `chunk`, `tensor_split`,
-//! `hsplit`/`vsplit`/`dsplit`, `unbind`. Each piece is a `narrow` view, so gradients flow back
-//! through the views.
+//! `hsplit`/`vsplit`/`dsplit`, `unbind`. `split`, `split_with_sizes`, `chunk` and `unbind` are
+//! PyTorch's multi-output view functions: one node (`SplitBackward0`, ...) joins the pieces'
+//! gradients, and the pieces may not be written in place while autograd records. The others
+//! return ordinary `narrow` / `slice` views.
 
+use super::{cat, stack};
+use crate::autograd;
 use crate::shape::wrap_dim;
 use crate::tensor::Tensor;
 use crate::{Error, Result};
@@ -23,6 +27,14 @@ impl Tensor {
     }
     /// `torch.split(x, split_size, dim)`: pieces of `split_size` (the last may be smaller).
     pub fn split(&self, split_size: i64, dim: i64) -> Result<Vec<Tensor>> {
+        self.split_views(split_size, dim, true)
+    }
+    /// `torch.unsafe_split`: [`Tensor::split`] whose pieces may be written in place (PyTorch
+    /// returns them as tensors that autograd does not treat as views).
+    pub fn unsafe_split(&self, split_size: i64, dim: i64) -> Result<Vec<Tensor>> {
+        self.split_views(split_size, dim, false)
+    }
+    fn split_views(&self, split_size: i64, dim: i64, safe: bool) -> Result<Vec<Tensor>> {
         let op = "split";
         let (d, n) = self.dim_size(op, dim)?;
         if split_size < 0 {
@@ -33,16 +45,18 @@ impl Tensor {
             return Err(Error::value(op, format!("split_size can only be 0 if dimension size is 0, but got dimension size of {n}")));
         }
         let count = if s == 0 { 1 } else { n.div_ceil(s).max(1) };
-        (0..count)
-            .map(|i| {
-                let start = i * s;
-                let len = s.min(n - start.min(n));
-                self.narrow(d as i64, start as i64, len as i64)
-            })
-            .collect()
+        let lens: Vec<usize> = (0..count).map(|i| s.min(n - (i * s).min(n))).collect();
+        self.multi_output_views("Split", d, &lens, false, safe)
     }
     /// `torch.split_with_sizes(x, sizes, dim)`: pieces of the given sizes, which must sum to the dim's size.
     pub fn split_with_sizes(&self, sizes: &[i64], dim: i64) -> Result<Vec<Tensor>> {
+        self.split_with_sizes_views(sizes, dim, true)
+    }
+    /// `torch.unsafe_split_with_sizes`: [`Tensor::split_with_sizes`] whose pieces may be written in place.
+    pub fn unsafe_split_with_sizes(&self, sizes: &[i64], dim: i64) -> Result<Vec<Tensor>> {
+        self.split_with_sizes_views(sizes, dim, false)
+    }
+    fn split_with_sizes_views(&self, sizes: &[i64], dim: i64, safe: bool) -> Result<Vec<Tensor>> {
         let op = "split_with_sizes";
         let (d, n) = self.dim_size(op, dim)?;
         if sizes.iter().any(|&s| s < 0) || sizes.iter().sum::<i64>() != n as i64 {
@@ -51,17 +65,47 @@ impl Tensor {
                 format!("split_with_sizes expects split_sizes to sum exactly to {n} (input tensor's size at dimension {d}), but got split_sizes={sizes:?}"),
             ));
         }
-        let mut off = 0i64;
-        sizes
-            .iter()
-            .map(|&s| {
-                off += s;
-                self.narrow(d as i64, off - s, s)
-            })
-            .collect()
+        let lens: Vec<usize> = sizes.iter().map(|&s| s as usize).collect();
+        self.multi_output_views("SplitWithSizes", d, &lens, false, safe)
+    }
+    /// The views of a multi-output view function: along dim `d`, consecutive pieces of `lens`
+    /// (each of length 1 with the dim dropped when `drop_dim`, for `unbind`). One node `name`
+    /// takes all their gradients back, joined along `d` (a missing one counts as zeros), which
+    /// is differentiable again. With `safe`, the pieces are marked so that writing one in place
+    /// while autograd records is refused, as PyTorch does for these functions.
+    fn multi_output_views(&self, name: &str, d: usize, lens: &[usize], drop_dim: bool, safe: bool) -> Result<Vec<Tensor>> {
+        let pieces = {
+            let _ng = autograd::no_grad();
+            let mut off = 0;
+            let mut out = Vec::with_capacity(lens.len());
+            for &len in lens {
+                let mut l = self.layout().narrow(name, d, off, len)?;
+                if drop_dim {
+                    l.shape.remove(d);
+                    l.strides.remove(d);
+                }
+                out.push(self.with_layout(l));
+                off += len;
+            }
+            out
+        };
+        autograd::record(name, &[self], &pieces, move |_, g| {
+            Ok(vec![Some(if drop_dim { stack(g, d as i64)? } else { cat(g, d as i64)? })])
+        });
+        if safe {
+            autograd::view::mark_multi_output(&pieces);
+        }
+        Ok(pieces)
     }
     /// `torch.chunk(x, chunks, dim)`: at most `chunks` pieces of equal size (the last may be smaller).
     pub fn chunk(&self, chunks: i64, dim: i64) -> Result<Vec<Tensor>> {
+        self.chunk_views(chunks, dim, true)
+    }
+    /// `torch.unsafe_chunk`: [`Tensor::chunk`] whose pieces may be written in place.
+    pub fn unsafe_chunk(&self, chunks: i64, dim: i64) -> Result<Vec<Tensor>> {
+        self.chunk_views(chunks, dim, false)
+    }
+    fn chunk_views(&self, chunks: i64, dim: i64, safe: bool) -> Result<Vec<Tensor>> {
         let op = "chunk";
         let (_, n) = self.dim_size(op, dim)?;
         if chunks <= 0 {
@@ -69,9 +113,9 @@ impl Tensor {
         }
         let size = n.div_ceil(chunks as usize);
         if size == 0 && n == 0 {
-            return self.split_with_sizes(&vec![0; chunks as usize], dim);
+            return self.split_with_sizes_views(&vec![0; chunks as usize], dim, safe);
         }
-        self.split(size as i64, dim)
+        self.split_views(size as i64, dim, safe)
     }
     /// `torch.tensor_split(x, sections_or_indices, dim)`: NumPy's `array_split`.
     pub fn tensor_split(&self, sections: &Sections, dim: i64) -> Result<Vec<Tensor>> {
@@ -142,6 +186,6 @@ impl Tensor {
             return Err(Error::index("unbind", "Dimension specified as 0 but tensor has no dimensions"));
         }
         let d = wrap_dim("unbind", dim, self.ndim())?;
-        (0..self.shape()[d]).map(|i| self.select(d as i64, i as i64)).collect()
+        self.multi_output_views("Unbind", d, &vec![1; self.shape()[d]], true, true)
     }
 }

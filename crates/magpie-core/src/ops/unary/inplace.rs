@@ -1,7 +1,6 @@
 //! In-place forms of the common unary ops and activations as `Tensor` methods (`x.relu_()`,
 //! `x.sigmoid_()`, ...): the out-of-place result written back into `x` through its layout.
 
-use super::inplace_result as inplace;
 use crate::tensor::Tensor;
 use crate::Result;
 
@@ -10,7 +9,7 @@ macro_rules! inplace_methods {
         impl Tensor {$(
             #[doc = concat!("`x.", stringify!($m), "()`: `", stringify!($f), "` in place; errors where the result dtype cannot be stored in `x`.")]
             pub fn $m(&self) -> Result<Tensor> {
-                inplace(stringify!($m), self, self.inplace_src().and_then(|s| s.$f()))
+                self.update_(stringify!($m), &[], |s| s.$f())
             }
         )*}
     };

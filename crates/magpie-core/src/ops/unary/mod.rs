@@ -181,19 +181,6 @@ pub(crate) fn predicate(
     }
 }
 
-/// The in-place form `x.op_()`: computes `op(x)` and writes it into `x`. As in PyTorch, a
-/// result that cannot be cast back to `x`'s dtype (a float result for an integer tensor) is an error.
-pub fn inplace_result(name: &str, x: &Tensor, out: Result<Tensor>) -> Result<Tensor> {
-    let out = out?;
-    let (od, xd) = (out.dtype(), x.dtype());
-    // PyTorch's canCast: no float -> integral, complex -> real or number -> bool in place
-    let rank = |d: DType| if d.is_bool() { 0 } else if d.is_integral() { 1 } else if d.is_complex() { 3 } else { 2 };
-    if rank(od) > rank(xd) {
-        return Err(Error::dtype(name, format!("result type {} can't be cast to the desired output type {}", od.name(), xd.name())));
-    }
-    x.assign_(name, &out.to_dtype(xd)?)
-}
-
 /// Declares a [`UnarySpec`] static.
 macro_rules! unary_spec {
     ($id:ident, $name:expr, $f32:expr, $f64:expr, $int:expr, $complex:expr, $bw:expr) => {
