@@ -76,7 +76,15 @@ pub fn batched_matmul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
 fn native<T: Element>(a: &Tensor, b: &Tensor, m: usize, k: usize, n: usize, out_shape: &[usize]) -> Result<Tensor> {
     let (oa, ob) = (operand(a), operand(b));
     let batch = oa.offsets.len();
-    let mut out = vec![T::default(); batch * m * n];
+    let len = batch * m * n;
+    if k == 0 || len == 0 {
+        // nothing to multiply: the product is zeros
+        return Tensor::from_vec(vec![T::default(); len], out_shape);
+    }
+    // Uninitialised output (no memset of a buffer gemm overwrites anyway): written through
+    // raw pointers only, and its length set once every product has run.
+    let mut out: Vec<T> = Vec::with_capacity(len);
+    let po = out.as_mut_ptr() as usize;
     let ga = a.storage().read();
     // One read guard when both operands share storage (`x @ x.mT`).
     let gb = if a.shares_storage(b) { None } else { Some(b.storage().read()) };
@@ -86,15 +94,16 @@ fn native<T: Element>(a: &Tensor, b: &Tensor, m: usize, k: usize, n: usize, out_
         None => sa,
     };
     let (pa, pb) = (sa.as_ptr() as usize, sb.as_ptr() as usize);
-    let run = |dst: &mut [T], i: usize, par: gemm::Parallelism| {
+    let run = |i: usize, par: gemm::Parallelism| {
         // SAFETY: the layouts lie within their storages (checked when the views were made), the
-        // destination is a fresh m×n row-major block, and T is one of gemm's supported types.
+        // destination is block `i` (m×n, row-major) of the `len`-element allocation, written
+        // (not read: `read_dst` is false) by this call only, and T is one of gemm's types.
         unsafe {
             gemm::gemm(
                 m,
                 n,
                 k,
-                dst.as_mut_ptr(),
+                (po as *mut T).add(i * m * n),
                 1,
                 n as isize,
                 false,
@@ -117,12 +126,15 @@ fn native<T: Element>(a: &Tensor, b: &Tensor, m: usize, k: usize, n: usize, out_
     // Many products (attention's [B*H, T, hd] batches): one thread per product, no
     // synchronisation inside; few large ones: each product split over the threads.
     if batch == 1 || (m * n * k >= SMALL_GEMM && batch < 2 * threads) {
-        for (i, dst) in out.chunks_mut(m * n).enumerate() {
-            run(dst, i, gemm::Parallelism::Rayon(threads));
+        for i in 0..batch {
+            run(i, gemm::Parallelism::Rayon(threads));
         }
     } else {
-        out.par_chunks_mut(m * n).enumerate().for_each(|(i, dst)| run(dst, i, gemm::Parallelism::None));
+        (0..batch).into_par_iter().for_each(|i| run(i, gemm::Parallelism::None));
     }
+    // SAFETY: with k > 0 and `read_dst` false each product wrote every element of its block,
+    // and the blocks tile the allocation.
+    unsafe { out.set_len(len) };
     drop(gb);
     drop(ga);
     Tensor::from_vec(out, out_shape)
@@ -196,7 +208,9 @@ fn addmm_bias_t<T: Element>(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, out_s
             }
             o
         }
-        None => vec![T::default(); m * n],
+        // zeros only when no product will overwrite them; otherwise left uninitialised below
+        None if k == 0 => vec![T::default(); m * n],
+        None => Vec::with_capacity(m * n),
     };
     if m * n == 0 {
         return Tensor::from_vec(out, out_shape);
@@ -212,7 +226,8 @@ fn addmm_bias_t<T: Element>(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, out_s
         let (lx, lw) = (x.layout(), w.layout());
         let par = if m * n * k >= SMALL_GEMM { gemm::Parallelism::Rayon(rayon::current_num_threads()) } else { gemm::Parallelism::None };
         // SAFETY: both layouts lie within their storages (checked when the views were made) and
-        // `out` is a row-major m×n block; T is f32 or f64.
+        // `out` has room for a row-major m×n block (its elements are read only with a bias, when
+        // they are initialised); T is f32 or f64.
         unsafe {
             gemm::gemm(
                 m,
@@ -234,7 +249,9 @@ fn addmm_bias_t<T: Element>(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, out_s
                 false,
                 false,
                 par,
-            )
+            );
+            // SAFETY: the product (k > 0) wrote all m×n elements.
+            out.set_len(m * n);
         }
     }
     Tensor::from_vec(out, out_shape)
