@@ -136,8 +136,11 @@ static UNROLL: AtomicU32 = AtomicU32::new(DEFAULT_UNROLL);
 /// Resident blocks per multiprocessor the vector kernel's grid is capped at (0: no cap, one
 /// pass over the data).
 static BLOCKS_PER_SM: AtomicU32 = AtomicU32::new(DEFAULT_BLOCKS_PER_SM);
-const DEFAULT_UNROLL: u32 = 2;
-const DEFAULT_BLOCKS_PER_SM: u32 = 8;
+// Measured on an H200 (benchmark/NOTES.md, CUDA v3): one vector per thread over a grid that
+// covers the data in one pass (PyTorch's shape) beat every grid-stride variant capped at 4-16
+// blocks per SM (add bf16 64M: 0.096 ms against 0.100-0.105 ms); unroll 2-4 changed < 2%.
+const DEFAULT_UNROLL: u32 = 1;
+const DEFAULT_BLOCKS_PER_SM: u32 = 0;
 
 /// Sets the vector kernel's unroll (vectors in flight per thread, 1..=8; 0: every launch takes
 /// the strided walk) and its grid cap in blocks per multiprocessor (0: no cap). For benchmarks
