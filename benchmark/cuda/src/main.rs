@@ -154,6 +154,27 @@ fn main() {
             std::process::exit(2);
         }
     };
+    // BENCH_SWEEP="u:b,u:b,..": run the cases once per elementwise tuning (vectors in flight per
+    // thread, grid cap in blocks per SM; 0 = no cap), names suffixed with the tuning.
+    let sweep: Vec<(u32, u32)> = std::env::var("BENCH_SWEEP")
+        .ok()
+        .map(|s| s.split(',').filter_map(|p| p.split_once(':')).filter_map(|(u, b)| Some((u.trim().parse().ok()?, b.trim().parse().ok()?))).collect())
+        .unwrap_or_default();
+    if !sweep.is_empty() {
+        for (u, b) in sweep {
+            cuda::elementwise::set_tuning(u, b);
+            for c in &cases {
+                let name = format!("{} [unroll {u}, {b} blocks/SM]", c["name"].as_str().unwrap_or("?"));
+                let _ = cuda::empty_cache();
+                let line = match run_case(&dev, c) {
+                    Ok((ms, peak)) => json!({"name": name, "ms": ms, "peak_bytes": peak}),
+                    Err(e) => json!({"name": name, "ms": null, "error": e.to_string()}),
+                };
+                println!("{line}");
+            }
+        }
+        return;
+    }
     for c in &cases {
         let name = c["name"].as_str().unwrap_or("?");
         let _ = cuda::empty_cache();

@@ -40,10 +40,11 @@ pub fn clear_memory_cache() {
     for d in super::device::opened() {
         d.funcs.lock().unwrap_or_else(|e| e.into_inner()).clear();
     }
+    super::elementwise::clear_cache();
 }
 
 /// FNV-1a, 64 bit: a hash that is stable across processes and Rust versions (for file names).
-fn fnv1a(parts: &[&[u8]]) -> u64 {
+pub(crate) fn fnv1a(parts: &[&[u8]]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for p in parts {
         for &b in *p {

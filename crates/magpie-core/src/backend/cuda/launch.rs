@@ -1,5 +1,5 @@
-//! Launching kernels: arguments by value (copied into the builder), grid sizes for grid-stride
-//! loops, errors that name the op.
+//! Launching kernels: arguments by value (copied into an inline buffer: no heap allocation per
+//! launch), grid sizes for grid-stride loops, errors that name the op.
 
 use super::device::{drv, CudaDevice, Func};
 use crate::Result;
@@ -9,10 +9,26 @@ use std::ffi::c_void;
 /// Threads per block of the elementwise kernels.
 pub const BLOCK: u32 = 256;
 
-/// The arguments of one kernel launch, in order.
-#[derive(Default)]
+/// 8-byte words of argument values kept inline (a `Strided` parameter is 55 of them).
+const WORDS: usize = 128;
+/// Arguments kept inline.
+const MAX_ARGS: usize = 24;
+
+/// The arguments of one kernel launch, in order. The values live in an inline buffer (the
+/// launch path of a small op allocates nothing); arguments past its capacity spill to the heap.
 pub struct Args {
-    bufs: Vec<Vec<u64>>,
+    words: [u64; WORDS],
+    used: usize,
+    offs: [u16; MAX_ARGS],
+    n: usize,
+    /// Arguments pushed after the inline buffer filled up (in order, after the inline ones).
+    spill: Vec<Vec<u64>>,
+}
+
+impl Default for Args {
+    fn default() -> Args {
+        Args { words: [0; WORDS], used: 0, offs: [0; MAX_ARGS], n: 0, spill: Vec::new() }
+    }
 }
 
 impl Args {
@@ -23,12 +39,30 @@ impl Args {
     /// Appends one argument passed by value: a device pointer (`u64`), a scalar, or a `#[repr(C)]`
     /// struct that matches the kernel's parameter type.
     pub fn push<T: Copy>(&mut self, v: T) -> &mut Args {
-        let n = std::mem::size_of::<T>().div_ceil(8).max(1);
-        let mut buf = vec![0u64; n];
-        // SAFETY: `buf` has at least size_of::<T>() bytes and u64 alignment (>= T's for our args).
-        unsafe { std::ptr::copy_nonoverlapping(&v as *const T as *const u8, buf.as_mut_ptr() as *mut u8, std::mem::size_of::<T>()) };
-        self.bufs.push(buf);
+        let size = std::mem::size_of::<T>();
+        let w = size.div_ceil(8).max(1);
+        let dst: *mut u64 = if self.spill.is_empty() && self.n < MAX_ARGS && self.used + w <= WORDS {
+            self.offs[self.n] = self.used as u16;
+            self.n += 1;
+            let p = self.words[self.used..].as_mut_ptr();
+            self.used += w;
+            p
+        } else {
+            self.spill.push(vec![0u64; w]);
+            self.spill.last_mut().map_or(std::ptr::null_mut(), |b| b.as_mut_ptr())
+        };
+        // SAFETY: `dst` points at `w` zeroed u64 words (>= size_of::<T>() bytes, u64-aligned,
+        // which covers the alignment of our argument types), inside `self.words` or a spill buffer.
+        unsafe { std::ptr::copy_nonoverlapping(&v as *const T as *const u8, dst as *mut u8, size) };
         self
+    }
+    /// Number of arguments pushed.
+    pub fn len(&self) -> usize {
+        self.n + self.spill.len()
+    }
+    /// True when no argument was pushed.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 
@@ -42,11 +76,22 @@ pub fn grid_for(dev: &CudaDevice, n: usize) -> u32 {
 /// Queues `f` on `dev`'s stream with `grid` x `block` threads and `shared` bytes of dynamic
 /// shared memory. Asynchronous: errors of the kernel itself surface at the next sync.
 pub fn launch(dev: &CudaDevice, op: &str, f: Func, grid: (u32, u32, u32), block: (u32, u32, u32), shared: u32, args: &mut Args) -> Result<()> {
-    let mut ptrs: Vec<*mut c_void> = args.bufs.iter_mut().map(|b| b.as_mut_ptr() as *mut c_void).collect();
+    let mut inline: [*mut c_void; MAX_ARGS] = [std::ptr::null_mut(); MAX_ARGS];
+    for k in 0..args.n {
+        inline[k] = args.words[args.offs[k] as usize..].as_mut_ptr() as *mut c_void;
+    }
+    let mut heap: Vec<*mut c_void>;
+    let ptrs: &mut [*mut c_void] = if args.spill.is_empty() {
+        &mut inline[..args.n]
+    } else {
+        heap = inline[..args.n].to_vec();
+        heap.extend(args.spill.iter_mut().map(|b| b.as_mut_ptr() as *mut c_void));
+        &mut heap
+    };
     // SAFETY: `f` is a loaded kernel whose parameter list matches `args` (each call site builds
     // its arguments next to the kernel source it launches); the buffers outlive the call, and the
     // driver copies the parameter values before returning.
-    unsafe { result::launch_kernel(f.0, grid, block, shared, dev.cu_stream(), &mut ptrs) }.map_err(|e| drv(op, format!("kernel launch failed: {e}")))
+    unsafe { result::launch_kernel(f.0, grid, block, shared, dev.cu_stream(), ptrs) }.map_err(|e| drv(op, format!("kernel launch failed: {e}")))
 }
 
 /// Launches a 1-d grid-stride kernel over `n` elements.

@@ -153,7 +153,9 @@ pub fn binary(spec: &'static BinarySpec, a: Operand, b: Operand) -> Result<Tenso
         kernel(spec, &ta, &tb, compute, out_dt)?
     };
     if let Some(bw) = spec.backward {
-        if out_dt.is_float() || out_dt.is_complex() {
+        // (nothing to save when nothing will be recorded: no clones, no saved-tensor hooks)
+        let recording = autograd::is_grad_enabled() && (ta.requires_grad() || tb.requires_grad());
+        if recording && (out_dt.is_float() || out_dt.is_complex()) {
             let (sa, sb) = (Saved::new(spec.name, &ta), Saved::new(spec.name, &tb));
             let (sha, shb) = (ta.shape().to_vec(), tb.shape().to_vec());
             autograd::record(spec.name, &[&ta, &tb], &[out.clone()], move |ctx, g| {

@@ -119,3 +119,27 @@ __device__ __forceinline__ void mp_offsets(const Strided& s, i64 i, i64* pos) {
         for (int k = 0; k < N; k++) pos[k] += r * s.stride[k][d];
     }
 }
+
+// ---- vector access: N elements of T as one aligned access of N * sizeof(T) bytes (1 to 16) ----
+// Loaded and stored through a plain integer / uint2 / uint4 so that the access is one
+// instruction whatever T is; the union gives the elements. The address must be aligned to the
+// access size (the host checks before it picks a vector kernel).
+template <int B> struct MpRaw;
+template <> struct MpRaw<1> { typedef unsigned char t; };
+template <> struct MpRaw<2> { typedef unsigned short t; };
+template <> struct MpRaw<4> { typedef unsigned int t; };
+template <> struct MpRaw<8> { typedef uint2 t; };
+template <> struct MpRaw<16> { typedef uint4 t; };
+template <class T, int N> union MpVec {
+    typename MpRaw<sizeof(T) * N>::t raw;
+    T v[N];
+};
+// Vector j (elements j*N .. j*N+N-1) of p.
+template <class T, int N> __device__ __forceinline__ MpVec<T, N> mp_ldv(const T* p, i64 j) {
+    MpVec<T, N> r;
+    r.raw = reinterpret_cast<const typename MpRaw<sizeof(T) * N>::t*>(p)[j];
+    return r;
+}
+template <class T, int N> __device__ __forceinline__ void mp_stv(T* p, i64 j, const MpVec<T, N>& r) {
+    reinterpret_cast<typename MpRaw<sizeof(T) * N>::t*>(p)[j] = r.raw;
+}
