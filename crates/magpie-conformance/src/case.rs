@@ -47,9 +47,22 @@ const DEFAULT_TOL: Tol = Tol { rtol: 1.3e-6, atol: 1e-5 };
 
 /// Moves every tensor in a value to `device`.
 fn to_device(v: Value, device: Device) -> Result<Value, Error> {
+    to_device_memo(v, device, &mut Vec::new())
+}
+
+/// [`to_device`] that moves one tensor handle once: a case naming the same tensor twice (an
+/// `out=` that is also the input) gets one tensor on the device too, aliasing as on the CPU.
+fn to_device_memo(v: Value, device: Device, memo: &mut Vec<(magpie_core::Tensor, magpie_core::Tensor)>) -> Result<Value, Error> {
     Ok(match v {
-        Value::Tensor(t) => Value::Tensor(t.to_device(device)?),
-        Value::List(l) => Value::List(l.into_iter().map(|x| to_device(x, device)).collect::<Result<_, _>>()?),
+        Value::Tensor(t) => {
+            if let Some((_, m)) = memo.iter().find(|(c, _)| c.is_same(&t)) {
+                return Ok(Value::Tensor(m.clone()));
+            }
+            let m = t.to_device(device)?;
+            memo.push((t, m.clone()));
+            Value::Tensor(m)
+        }
+        Value::List(l) => Value::List(l.into_iter().map(|x| to_device_memo(x, device, memo)).collect::<Result<_, _>>()?),
         v => v,
     })
 }
@@ -109,9 +122,10 @@ pub fn run_case(case: &Case, loader: &mut Loader, device: Device) -> CaseResult 
         }
     }
     let moved = (|| -> Result<_, Error> {
-        let input = to_device(input, device)?;
-        let args = args.into_iter().map(|a| to_device(a, device)).collect::<Result<Vec<_>, _>>()?;
-        let kwargs = kwargs.into_iter().map(|(k, v)| Ok((k, to_device(v, device)?))).collect::<Result<Vec<_>, Error>>()?;
+        let mut memo = Vec::new();
+        let input = to_device_memo(input, device, &mut memo)?;
+        let args = args.into_iter().map(|a| to_device_memo(a, device, &mut memo)).collect::<Result<Vec<_>, _>>()?;
+        let kwargs = kwargs.into_iter().map(|(k, v)| Ok((k, to_device_memo(v, device, &mut memo)?))).collect::<Result<Vec<_>, Error>>()?;
         Ok((input, args, kwargs))
     })();
     let (input, args, kwargs) = match moved {

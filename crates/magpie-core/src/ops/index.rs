@@ -69,7 +69,7 @@ fn along_dim_indices(idx: &Tensor, dim: usize) -> Result<Vec<Option<Tensor>>> {
             let n = idx.shape()[d];
             let mut shape = vec![1i64; nd];
             shape[d] = n as i64;
-            out.push(Some(Tensor::arange(0i64, n as i64, 1i64)?.reshape(&shape)?));
+            out.push(Some(Tensor::arange(0i64, n as i64, 1i64)?.to_device(idx.device())?.reshape(&shape)?));
         }
     }
     Ok(out)

@@ -366,7 +366,7 @@ pub(crate) fn cross_impl(op: &str, a: &Tensor, b: &Tensor, dim: Option<i64>) -> 
     for (i, j, k, s) in [(0, 1, 2, 1), (1, 2, 0, 1), (2, 0, 1, 1), (0, 2, 1, -1), (2, 1, 0, -1), (1, 0, 2, -1)] {
         eps[(j * 3 + k) * 3 + i] = s;
     }
-    let e = Tensor::from_vec(eps, &[9, 3])?.to_dtype(dt)?;
+    let e = Tensor::from_vec(eps, &[9, 3])?.to_device(p.device())?.to_dtype(dt)?;
     let out = p.reshape(&flat)?.matmul(&e)?;
     out.movedim(&[-1], &[d as i64])
 }

@@ -48,6 +48,28 @@ impl Tensor {
     }
 }
 
+/// The device an op over `ts` runs on, with PyTorch's exception that a 0-d CPU tensor may join
+/// tensors on another device (it acts as a scalar); fails with a device error otherwise.
+pub(crate) fn common_device(op: &str, ts: &[&Tensor]) -> Result<crate::Device> {
+    let dev = ts.iter().map(|t| t.device()).find(|d| d.is_cuda());
+    match dev {
+        Some(d) => {
+            let others: Vec<&Tensor> = ts.iter().copied().filter(|t| !(t.ndim() == 0 && t.device() == crate::Device::Cpu)).collect();
+            if others.is_empty() {
+                return Ok(d);
+            }
+            same_device(op, &others)
+        }
+        None => same_device(op, ts),
+    }
+}
+
+/// `t`, moved to `dev` when it is a 0-d CPU tensor joining an op on another device (a
+/// differentiable move, so its gradient comes back to the CPU).
+pub(crate) fn scalar_to_device(t: &Tensor, dev: crate::Device) -> Result<Tensor> {
+    if t.device() != dev && t.ndim() == 0 && t.device() == crate::Device::Cpu { t.to_device(dev) } else { Ok(t.clone()) }
+}
+
 /// Fails with a device error unless every tensor is on the same device.
 pub(crate) fn same_device(op: &str, ts: &[&Tensor]) -> Result<crate::Device> {
     let d = ts.first().map(|t| t.device()).unwrap_or_default();

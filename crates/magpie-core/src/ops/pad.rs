@@ -157,7 +157,7 @@ impl Tensor {
                     }
                 })
                 .collect();
-            let it = Tensor::from_vec(idx, &[total as usize])?;
+            let it = Tensor::from_vec(idx, &[total as usize])?.to_device(x.device())?;
             x = x.index_select(d as i64, &it)?;
         }
         if x.is_same(self) { self.copy() } else { Ok(x) }

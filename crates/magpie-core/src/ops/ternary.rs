@@ -25,7 +25,17 @@ pub fn where_op(cond: &Tensor, a: Operand, b: Operand) -> Result<Tensor> {
         ));
     }
     let dt = common_dtype("where", &a, &b)?;
-    let device = cond.device();
+    // 0-d CPU tensors join CUDA operands as scalars (PyTorch): moved to the GPU
+    let ts: Vec<&Tensor> = [Some(cond), op_tensor(&a), op_tensor(&b)].into_iter().flatten().collect();
+    let device = crate::ops::common_device("where", &ts)?;
+    if ts.iter().any(|t| t.device() != device) {
+        let c = crate::ops::scalar_to_device(cond, device)?;
+        let mv = |o: &Operand| -> Result<Option<Tensor>> { op_tensor(o).map(|t| crate::ops::scalar_to_device(t, device)).transpose() };
+        let (ma, mb) = (mv(&a)?, mv(&b)?);
+        let oa = ma.as_ref().map_or(a.clone(), Operand::Tensor);
+        let ob = mb.as_ref().map_or(b.clone(), Operand::Tensor);
+        return where_op(&c, oa, ob);
+    }
     let as_tensor = |o: &Operand| -> Result<Tensor> {
         match o {
             Operand::Tensor(t) => Ok((*t).clone()),
@@ -62,6 +72,14 @@ pub fn where_op(cond: &Tensor, a: Operand, b: Operand) -> Result<Tensor> {
         Ok(vec![ga, gb])
     });
     Ok(out)
+}
+
+/// The tensor of an operand, if it is one.
+fn op_tensor<'a>(o: &Operand<'a>) -> Option<&'a Tensor> {
+    match o {
+        Operand::Tensor(t) => Some(t),
+        Operand::Scalar(_) => None,
+    }
 }
 
 /// A bound of `clamp`: a scalar or a tensor.

@@ -25,12 +25,67 @@ pub(super) fn cuda_device(args: &[Value], kwargs: &[(String, Value)]) -> Option<
     args.iter().find_map(find).or_else(|| kwargs.iter().find_map(|(_, v)| find(v)))
 }
 
-fn to_cpu(v: &Value) -> Result<Value> {
-    Ok(match v {
-        Value::Tensor(t) if t.device().is_cuda() => Value::Tensor(t.to_device(Device::Cpu)?),
-        Value::List(l) => Value::List(l.iter().map(to_cpu).collect::<Result<_>>()?),
-        v => v.clone(),
-    })
+/// Moves a call's CUDA tensors to the CPU. Tensors of one storage that appear more than once
+/// (an `out=` aliasing an input, `x.op_(x[1:])`) become views of one host copy of that storage,
+/// so the CPU run sees the same aliasing (and rejects or handles it like the native run); the
+/// others move one by one with the differentiable `to_device`.
+struct Mover {
+    /// CUDA storages seen more than once among tensors that do not require grad
+    shared: Vec<std::sync::Arc<crate::storage::StorageCell>>,
+    /// host copies of those storages (a 1-d tensor over the whole storage)
+    hosts: Vec<(std::sync::Arc<crate::storage::StorageCell>, Tensor)>,
+}
+
+impl Mover {
+    fn new(args: &[Value], kwargs: &[(String, Value)]) -> Mover {
+        fn walk(v: &Value, out: &mut Vec<Tensor>) {
+            match v {
+                Value::Tensor(t) if t.device().is_cuda() => out.push(t.clone()),
+                Value::List(l) => l.iter().for_each(|x| walk(x, out)),
+                _ => {}
+            }
+        }
+        let mut ts = Vec::new();
+        args.iter().chain(kwargs.iter().map(|(_, v)| v)).for_each(|v| walk(v, &mut ts));
+        let mut shared: Vec<std::sync::Arc<crate::storage::StorageCell>> = Vec::new();
+        for (i, t) in ts.iter().enumerate() {
+            let st = t.storage();
+            let dup = ts[..i].iter().any(|u| u.shares_storage(t));
+            if dup && !shared.iter().any(|s| std::sync::Arc::ptr_eq(s, st)) {
+                let group: Vec<&Tensor> = ts.iter().filter(|u| u.shares_storage(t)).collect();
+                if group.iter().all(|u| !u.requires_grad()) {
+                    shared.push(st.clone());
+                }
+            }
+        }
+        Mover { shared, hosts: Vec::new() }
+    }
+
+    fn tensor(&mut self, t: &Tensor) -> Result<Tensor> {
+        let st = t.storage().clone();
+        if !self.shared.iter().any(|s| std::sync::Arc::ptr_eq(s, &st)) {
+            return t.to_device(Device::Cpu);
+        }
+        let _ng = crate::autograd::no_grad();
+        let host = match self.hosts.iter().find(|(s, _)| std::sync::Arc::ptr_eq(s, &st)) {
+            Some((_, h)) => h.clone(),
+            None => {
+                let len = st.read().len();
+                let h = t.with_layout(crate::layout::Layout::contiguous(&[len])).to_device(Device::Cpu)?;
+                self.hosts.push((st, h.clone()));
+                h
+            }
+        };
+        Ok(host.with_layout(t.layout().clone()))
+    }
+
+    fn value(&mut self, v: &Value) -> Result<Value> {
+        Ok(match v {
+            Value::Tensor(t) if t.device().is_cuda() => Value::Tensor(self.tensor(t)?),
+            Value::List(l) => Value::List(l.iter().map(|x| self.value(x)).collect::<Result<_>>()?),
+            v => v.clone(),
+        })
+    }
 }
 
 fn to_dev(v: Value, dev: Device) -> Result<Value> {
@@ -58,11 +113,21 @@ pub(super) fn call_on_cuda(f: OpFn, name: &str, dev: Device, args: Vec<Value>, k
         }
     }
     cuda::note_fallback(name, true);
-    let cargs: Vec<Value> = args.iter().map(to_cpu).collect::<Result<_>>()?;
-    let ckw: Vec<(String, Value)> = kwargs.iter().map(|(k, v)| Ok((k.clone(), to_cpu(v)?))).collect::<Result<_>>()?;
+    let mut mv = Mover::new(&args, &kwargs);
+    let cargs: Vec<Value> = args.iter().map(|v| mv.value(v)).collect::<Result<_>>()?;
+    let ckw: Vec<(String, Value)> = kwargs.iter().map(|(k, v)| Ok((k.clone(), mv.value(v)?))).collect::<Result<_>>()?;
     // a `device=` argument naming the GPU would put new tensors there: the CPU run makes them on the CPU
-    let ckw = ckw.into_iter().map(|(k, v)| if k == "device" { (k, Value::Device(Device::Cpu)) } else { (k, v) }).collect();
-    let out = run(f, name, cargs.clone(), ckw)?;
+    let ckw: Vec<(String, Value)> = ckw.into_iter().map(|(k, v)| if k == "device" { (k, Value::Device(Device::Cpu)) } else { (k, v) }).collect();
+    let out = run(f, name, cargs.clone(), ckw.clone())?;
+    // `out=`: the CPU run wrote the host copy of `out`; write it into the CUDA `out` too
+    let find_out = |kw: &[(String, Value)]| kw.iter().find(|(k, _)| k == "out").map(|(_, v)| v.clone());
+    if let (Some(Value::Tensor(orig)), Some(Value::Tensor(cout)), Value::Tensor(res)) = (find_out(&kwargs), find_out(&ckw), &out) {
+        if orig.device().is_cuda() && res.is_same(&cout) {
+            let _ng = crate::autograd::no_grad();
+            orig.copy_(res)?;
+            return Ok(Value::Tensor(orig));
+        }
+    }
     // in-place ops: write the CPU result back into the CUDA `self`
     let inplace = name.ends_with('_') && !name.ends_with("__");
     if inplace {

@@ -54,3 +54,16 @@ pub fn or_on_cpu(x: &crate::Tensor, f: impl Fn(&crate::Tensor) -> crate::Result<
         r => r,
     }
 }
+
+/// `out` (computed on the host from downloaded values of a tensor on `dev`) moved to `dev`, and
+/// counted as a fallback of `op` when `dev` is a GPU. For the internal host kernels of composite
+/// ops (windows, taps, convolution slots) that read their inputs with `to_vec`, so that their
+/// results stay on their inputs' device and their use shows up in [`fallback_counts`].
+pub fn host_result(op: &str, out: crate::Tensor, dev: crate::Device) -> crate::Result<crate::Tensor> {
+    if !dev.is_cuda() {
+        return Ok(out);
+    }
+    note_fallback(op, true);
+    let _ng = crate::autograd::no_grad();
+    out.to_device(dev)
+}

@@ -14,7 +14,7 @@ use crate::{Device, Error, Result};
 /// The `IdxIter` kernel parameter (index.cu / scatter.cu).
 #[repr(C)]
 #[derive(Clone, Copy)]
-struct IdxIter {
+pub(super) struct IdxIter {
     n: i32,
     pad: i32,
     size: [i64; KMAXD],
@@ -25,7 +25,7 @@ struct IdxIter {
     dstride: i64,
 }
 
-fn iter(size: &[usize], s_idx: &[i64], s_src: &[i64], s_out: &[i64], lim: usize, dstride: usize) -> Option<IdxIter> {
+pub(super) fn iter(size: &[usize], s_idx: &[i64], s_src: &[i64], s_out: &[i64], lim: usize, dstride: usize) -> Option<IdxIter> {
     if size.len() > KMAXD {
         return None;
     }
@@ -59,7 +59,7 @@ fn as_i64(idx: &Tensor) -> Result<Tensor> {
 }
 
 /// A zeroed device flag for out-of-range indices.
-fn flag(ord: usize) -> Result<Tensor> {
+pub(super) fn flag(ord: usize) -> Result<Tensor> {
     full(ord, &[1], Scalar::Int(0), DType::I32)
 }
 

@@ -35,6 +35,8 @@ pub mod reduce;
 pub mod rng;
 #[cfg(feature = "cuda")]
 pub mod softmax;
+#[cfg(feature = "cuda")]
+pub mod strided;
 
 #[cfg(feature = "cuda")]
 pub use alloc::MemoryStats;
@@ -51,7 +53,7 @@ mod stub;
 pub use stub::*;
 
 mod fallback;
-pub use fallback::{fallback_counts, or_on_cpu, reset_fallback_counts};
+pub use fallback::{fallback_counts, host_result, or_on_cpu, reset_fallback_counts};
 pub(crate) use fallback::{is_cpu_only_error, note_fallback, cpu_only};
 
 use crate::{Device, Error, Result};

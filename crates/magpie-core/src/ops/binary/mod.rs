@@ -126,10 +126,17 @@ fn to_tensor(o: &Operand, dtype: DType, device: crate::Device) -> Result<Tensor>
 pub fn binary(spec: &'static BinarySpec, a: Operand, b: Operand) -> Result<Tensor> {
     let (out_dt, compute) = dtypes(spec, &a, &b)?;
     let device = match (&a, &b) {
-        (Operand::Tensor(x), Operand::Tensor(y)) => super::same_device(spec.name, &[x, y])?,
+        (Operand::Tensor(x), Operand::Tensor(y)) => super::common_device(spec.name, &[x, y])?,
         (Operand::Tensor(x), _) | (_, Operand::Tensor(x)) => x.device(),
         _ => crate::Device::Cpu,
     };
+    // a 0-d CPU tensor with a CUDA tensor: moved to the GPU (PyTorch treats it as a scalar)
+    if let (Operand::Tensor(x), Operand::Tensor(y)) = (&a, &b) {
+        if x.device() != y.device() {
+            let (mx, my) = (super::scalar_to_device(x, device)?, super::scalar_to_device(y, device)?);
+            return binary(spec, Operand::Tensor(&mx), Operand::Tensor(&my));
+        }
+    }
     let ta = to_tensor(&a, compute, device)?;
     let tb = to_tensor(&b, compute, device)?;
     let out = if device.is_cuda() {
@@ -286,6 +293,10 @@ pub(crate) fn check_int_divisor(op: &str, b: &Operand, compute: DType) -> Result
 /// Adds `g` into the elements of the view `v` in place, accumulating where the view repeats a
 /// storage position (expand, overlapping unfold / as_strided). Not recorded by autograd.
 pub(crate) fn add_into_view(v: &Tensor, g: &Tensor) -> Result<()> {
+    #[cfg(feature = "cuda")]
+    if v.device().is_cuda() {
+        return crate::backend::cuda::strided::add_into(v, g);
+    }
     match v.dtype() {
         // floats add natively (the complex round trip of the general case is exact but slow)
         DType::F32 => add_into_view_t(v, g, |a: f32, b: f32| a + b),

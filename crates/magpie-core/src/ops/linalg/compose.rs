@@ -90,7 +90,7 @@ pub fn vander(x: &Tensor, n: Option<i64>) -> Result<Tensor> {
         }
         let mut onehot = vec![0i64; n];
         onehot[k] = 1;
-        let e = Tensor::from_vec(onehot, &[n])?.to_dtype(x.dtype())?;
+        let e = Tensor::from_vec(onehot, &[n])?.to_device(x.device())?.to_dtype(x.dtype())?;
         let term = pw.mul(&e)?;
         out = Some(match out {
             None => term,

@@ -106,13 +106,13 @@ fn tri_mask(m: usize, n: usize, k: i64, lower: bool, dtype: DType) -> Result<Ten
 /// `tril(x, k)` over the last two dims, differentiable (a product with a constant mask).
 pub(crate) fn tril(x: &Tensor, k: i64) -> Result<Tensor> {
     let nd = x.ndim();
-    x.mul(&tri_mask(x.shape()[nd - 2], x.shape()[nd - 1], k, true, x.dtype())?)
+    x.mul(&tri_mask(x.shape()[nd - 2], x.shape()[nd - 1], k, true, x.dtype())?.to_device(x.device())?)
 }
 
 /// `triu(x, k)` over the last two dims, differentiable.
 pub(crate) fn triu(x: &Tensor, k: i64) -> Result<Tensor> {
     let nd = x.ndim();
-    x.mul(&tri_mask(x.shape()[nd - 2], x.shape()[nd - 1], k, false, x.dtype())?)
+    x.mul(&tri_mask(x.shape()[nd - 2], x.shape()[nd - 1], k, false, x.dtype())?.to_device(x.device())?)
 }
 
 /// `diag_embed(v)`: a batch of diagonal matrices from the last dim of `v`.

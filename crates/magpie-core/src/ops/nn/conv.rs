@@ -262,6 +262,7 @@ pub(crate) fn conv_slot(g: Arc<ConvGeom>, slot: Slot, a: &Tensor, b: &Tensor) ->
     } else {
         return Err(Error::dtype("conv", format!("\"conv\" not implemented for '{}'", dt.name())));
     };
+    let out = crate::backend::cuda::host_result("host:conv", out, a.device())?;
     let (sa, sb) = (autograd::Saved::new("conv", a), autograd::Saved::new("conv", b));
     autograd::record("Convolution", &[a, b], &[out.clone()], move |ctx, gr| {
         let (a, b, go) = (sa.get()?, sb.get()?, &gr[0]);

@@ -206,7 +206,7 @@ pub fn ctc_loss(log_probs: &Tensor, targets: &Tensor, input_lengths: &[i64], tar
             if zero_infinity && v.is_infinite() { 0.0 } else { v }
         })
         .collect();
-    let raw = Tensor::from_vec(nll, &[n])?.to_dtype(log_probs.dtype())?;
+    let raw = Tensor::from_vec(nll, &[n])?.to_device(log_probs.device())?.to_dtype(log_probs.dtype())?;
     let saved = Saved::new("ctc_loss", &lp3);
     let p2 = prob.clone();
     autograd::record("CtcLoss", &[&lp3], &[raw.clone()], move |_, g| {
@@ -219,7 +219,7 @@ pub fn ctc_loss(log_probs: &Tensor, targets: &Tensor, input_lengths: &[i64], tar
                 full[(tt * n + b) * c..(tt * n + b + 1) * c].copy_from_slice(&gb[tt * c..(tt + 1) * c]);
             }
         }
-        let gl = Tensor::from_vec(full, &[t, n, c])?.to_dtype(lp.dtype())?;
+        let gl = Tensor::from_vec(full, &[t, n, c])?.to_device(lp.device())?.to_dtype(lp.dtype())?;
         Ok(vec![Some(gl.mul(&g[0].reshape(&[1, n as i64, 1])?)?)])
     });
     let out = match r {
@@ -227,7 +227,7 @@ pub fn ctc_loss(log_probs: &Tensor, targets: &Tensor, input_lengths: &[i64], tar
         Reduction::Sum => raw.sum()?,
         Reduction::Mean => {
             let tl: Vec<f64> = tg_lens.iter().map(|&x| x.max(1) as f64).collect();
-            let tl = Tensor::from_vec(tl, &[n])?.to_dtype(log_probs.dtype())?;
+            let tl = Tensor::from_vec(tl, &[n])?.to_device(log_probs.device())?.to_dtype(log_probs.dtype())?;
             raw.div(&tl)?.mean()?
         }
     };

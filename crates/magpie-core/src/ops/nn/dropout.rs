@@ -53,7 +53,7 @@ pub fn dropout(x: &Tensor, p: f64, training: bool, feature: bool) -> Result<Tens
     }
     let ms = mask_shape(x, feature);
     let keep: Vec<f64> = uniform(crate::shape::numel(&ms)).iter().map(|&u| if u >= p { 1.0 / (1.0 - p) } else { 0.0 }).collect();
-    let m = Tensor::from_vec(keep, &ms)?.to_dtype(x.dtype())?;
+    let m = Tensor::from_vec(keep, &ms)?.to_device(x.device())?.to_dtype(x.dtype())?;
     x.mul(&m)
 }
 
@@ -72,7 +72,7 @@ pub fn alpha_dropout(x: &Tensor, p: f64, training: bool, feature: bool) -> Resul
     let ms = mask_shape(x, feature);
     let u = uniform(crate::shape::numel(&ms));
     let keep: Vec<f64> = u.iter().map(|&v| if v >= p { 1.0 } else { 0.0 }).collect();
-    let km = Tensor::from_vec(keep, &ms)?.to_dtype(x.dtype())?;
+    let km = Tensor::from_vec(keep, &ms)?.to_device(x.device())?.to_dtype(x.dtype())?;
     // out = keep ? a*x + c : a*(-alpha) + c, with c = alpha * a * p; written as x*(a*keep) + b
     let c = b_drop * p;
     let bias = km.neg()?.add_scalar(1.0)?.mul_scalar(-alpha * a)?.add_scalar(c)?;

@@ -86,7 +86,7 @@ pub fn embedding(idx: &Tensor, w: &Tensor, padding_idx: Option<i64>, max_norm: O
     // the padding row gets no gradient: route it through a detached copy
     let wt = match pad {
         Some(p) if w.requires_grad() => {
-            let keep = Tensor::arange(0i64, n as i64, 1i64)?.ne_scalar(p as i64)?;
+            let keep = Tensor::arange(0i64, n as i64, 1i64)?.to_device(w.device())?.ne_scalar(p as i64)?;
             let wd = w.detach().t()?;
             keep.where_(&wt, &wd)?
         }
@@ -196,7 +196,7 @@ pub fn embedding_bag(
             }
             let g = if total == 0 { Tensor::zeros_on(&[d, nb], w.dtype(), w.device())? } else { take_rows(&et, Arc::new(RowIdx { rows: d, per_row: nb, n_src: total, idx: idx2 }), &[d, nb])? };
             let out = g.t()?;
-            let keep = Tensor::from_vec(empty.iter().map(|&e| !e).collect::<Vec<_>>(), &[nb, 1])?;
+            let keep = Tensor::from_vec(empty.iter().map(|&e| !e).collect::<Vec<_>>(), &[nb, 1])?.to_device(out.device())?;
             keep.where_(&out, &out.zeros_like()?)
         }
         _ => Err(Error::value(op, format!("mode has to be one of sum, mean or max, got {mode}"))),
@@ -233,5 +233,5 @@ pub fn one_hot(t: &Tensor, num_classes: i64) -> Result<Tensor> {
     }
     let mut shape = t.shape().to_vec();
     shape.push(c);
-    Tensor::from_vec(out, &shape)
+    Tensor::from_vec(out, &shape)?.to_device(t.device())
 }

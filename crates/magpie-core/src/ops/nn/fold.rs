@@ -24,7 +24,7 @@ fn eye_weight(c: usize, kh: usize, kw: usize, like: &Tensor) -> Result<Tensor> {
         }
     }
     let _ng = crate::autograd::no_grad();
-    Tensor::from_vec(v, &[c * k, 1, kh, kw])?.to_dtype(like.dtype())
+    Tensor::from_vec(v, &[c * k, 1, kh, kw])?.to_device(like.device())?.to_dtype(like.dtype())
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -31,6 +31,7 @@ pub(crate) fn take_rows(x: &Tensor, ix: Arc<RowIdx>, out_shape: &[usize]) -> Res
         }
         Tensor::from_vec(o, out_shape)?
     });
+    let out = crate::backend::cuda::host_result("host:take_rows", out, x.device())?;
     let (ix2, in_shape) = (ix.clone(), x.shape().to_vec());
     autograd::record("Gather", &[x], &[out.clone()], move |_, g| Ok(vec![Some(put_rows(&g[0], ix2.clone(), &in_shape, false)?)]));
     Ok(out)
@@ -70,6 +71,7 @@ pub(crate) fn put_rows(g: &Tensor, ix: Arc<RowIdx>, out_shape: &[usize], assign:
         let _ng = autograd::no_grad();
         Tensor::from_vec(o, out_shape)?.to_dtype(g.dtype())?
     };
+    let out = crate::backend::cuda::host_result("host:put_rows", out, g.device())?;
     let (ix2, g_shape) = (ix.clone(), g.shape().to_vec());
     autograd::record("ScatterAdd", &[g], &[out.clone()], move |_, gg| Ok(vec![Some(take_rows(&gg[0], ix2.clone(), &g_shape)?)]));
     Ok(out)

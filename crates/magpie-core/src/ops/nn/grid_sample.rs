@@ -45,7 +45,7 @@ pub fn grid_sample(x: &Tensor, grid: &Tensor, mode: &str, padding_mode: &str, al
     let y0: Vec<f64> = yv.iter().map(|v| v.floor()).collect();
     let (x0t, y0t) = {
         let _ng = autograd::no_grad();
-        (Tensor::from_vec(x0.clone(), ix.shape())?.to_dtype(x.dtype())?, Tensor::from_vec(y0.clone(), iy.shape())?.to_dtype(x.dtype())?)
+        (Tensor::from_vec(x0.clone(), ix.shape())?.to_device(x.device())?.to_dtype(x.dtype())?, Tensor::from_vec(y0.clone(), iy.shape())?.to_device(x.device())?.to_dtype(x.dtype())?)
     };
     let wx1 = ix.sub(&x0t)?;
     let wy1 = iy.sub(&y0t)?;
@@ -70,7 +70,7 @@ pub fn grid_sample(x: &Tensor, grid: &Tensor, mode: &str, padding_mode: &str, al
             }
         }
         let v = take_rows(&xr, Arc::new(RowIdx { rows: n * c, per_row: per, n_src: h * w, idx }), &[n, c, ho, wo])?;
-        let mask = Tensor::from_vec(valid, &[n, ho, wo])?.to_dtype(x.dtype())?;
+        let mask = Tensor::from_vec(valid, &[n, ho, wo])?.to_device(x.device())?.to_dtype(x.dtype())?;
         let wk = wy.mul(wx)?.mul(&mask)?.unsqueeze(1)?;
         let term = v.mul(&wk)?;
         out = Some(match out {

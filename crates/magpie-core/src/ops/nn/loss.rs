@@ -169,7 +169,7 @@ pub fn nll_loss(x: &Tensor, t: &Tensor, w: Option<&Tensor>, ignore_index: i64, r
         }
     }
     // mask[n, c, ...] = (target == c) and not ignored
-    let classes = Tensor::arange(0i64, c as i64, 1i64)?;
+    let classes = Tensor::arange(0i64, c as i64, 1i64)?.to_device(x.device())?;
     let classes = per_class(&classes, x)?;
     // ignored targets (ignore_index may be a real class) match no class
     let t_eff = t.ne_scalar(ignore_index)?.where_(t, &t.full_like(-1)?)?;
@@ -242,7 +242,7 @@ pub fn cross_entropy(x: &Tensor, t: &Tensor, w: Option<&Tensor>, ignore_index: i
         Reduction::Sum => smooth.sum()?,
         Reduction::Mean => match w {
             Some(w) => {
-                let classes = per_class(&Tensor::arange(0i64, c as i64, 1i64)?, x)?;
+                let classes = per_class(&Tensor::arange(0i64, c as i64, 1i64)?.to_device(x.device())?, x)?;
                 let mask = t.unsqueeze(cd as i64)?.eq(&classes)?;
                 let wb = per_class(w, x)?.broadcast_to(x.shape())?;
                 // the weights of the targets that are not ignored (ignore_index may be a real class)
@@ -346,7 +346,7 @@ pub fn multi_margin_loss(x: &Tensor, y: &Tensor, p: i64, margin: f64, w: Option<
     }
     let x2 = x.reshape(&[n as i64, c as i64])?;
     let yi = y.reshape(&[n as i64, 1])?;
-    let classes = Tensor::arange(0i64, c as i64, 1i64)?.reshape(&[1, c as i64])?;
+    let classes = Tensor::arange(0i64, c as i64, 1i64)?.to_device(x.device())?.reshape(&[1, c as i64])?;
     let mask = yi.eq(&classes)?;
     let z = x2.zeros_like()?;
     let xy = mask.where_(&x2, &z)?.sum_dims(Some(&[1]), true, None)?;
@@ -388,8 +388,8 @@ pub fn multilabel_margin_loss(x: &Tensor, y: &Tensor, r: Reduction) -> Result<Te
         }
     }
     let not_t: Vec<f64> = count.iter().map(|&k| if k > 0.0 { 0.0 } else { 1.0 }).collect();
-    let cnt = Tensor::from_vec(count, &[n, c])?.to_dtype(x.dtype())?;
-    let nt = Tensor::from_vec(not_t, &[n, c])?.to_dtype(x.dtype())?;
+    let cnt = Tensor::from_vec(count, &[n, c])?.to_device(x.device())?.to_dtype(x.dtype())?;
+    let nt = Tensor::from_vec(not_t, &[n, c])?.to_device(x.device())?.to_dtype(x.dtype())?;
     let x2 = x.reshape(&[n as i64, c as i64])?;
     // pairs (listed j, unlisted i): max(0, 1 - x[j] + x[i]) weighted by how often j is listed
     let pw = cnt.unsqueeze(2)?.mul(&nt.unsqueeze(1)?)?;

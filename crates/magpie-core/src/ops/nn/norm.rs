@@ -305,7 +305,7 @@ pub fn local_response_norm(x: &Tensor, size: i64, alpha: f64, beta: f64, k: f64)
         let sq = x.mul(x)?;
         let sums: Vec<i64> = super::resample::sum_taps_int(&sq, 1, std::slice::from_ref(&t))?.to_vec()?;
         let avg: Vec<i64> = sums.iter().map(|&v| v / size).collect();
-        Tensor::from_vec(avg, x.shape())?.to_dtype(xf.dtype())?
+        Tensor::from_vec(avg, x.shape())?.to_device(x.device())?.to_dtype(xf.dtype())?
     };
     let div = div.mul_scalar(alpha)?.add_scalar(k)?.pow_scalar(beta)?;
     xf.div(&div)

@@ -142,7 +142,7 @@ pub fn avg_pool(x: &Tensor, nd: usize, k: &[i64], s: &[i64], p: &[i64], ceil: bo
             .collect();
         let mut shape = xb.shape()[..2].to_vec();
         shape.extend(g.outs.iter().map(|&o| o as usize));
-        Tensor::from_vec(out, &shape)?.to_dtype(x.dtype())?
+        Tensor::from_vec(out, &shape)?.to_device(x.device())?.to_dtype(x.dtype())?
     };
     unbatch(y, was)
 }
@@ -232,7 +232,7 @@ fn max_from_windows(x: &Tensor, nd: usize, win: Windows) -> Result<(Tensor, Tens
     let mut shape = x.shape()[..2].to_vec();
     shape.extend(win.iter().map(|w| w.len()));
     let per: usize = shape[2..].iter().product();
-    let ind = Tensor::from_vec(idx.iter().map(|&i| i as i64).collect::<Vec<_>>(), &shape)?;
+    let ind = Tensor::from_vec(idx.iter().map(|&i| i as i64).collect::<Vec<_>>(), &shape)?.to_device(x.device())?;
     let ri = Arc::new(RowIdx { rows: planes, per_row: per, n_src: ins.iter().product(), idx });
     let _ = nd;
     Ok((take_rows(x, ri, &shape)?, ind))

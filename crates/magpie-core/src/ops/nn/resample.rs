@@ -105,6 +105,7 @@ pub(crate) fn apply_taps(x: &Tensor, dim: usize, taps: Arc<Taps>) -> Result<Tens
         let v = real_vec::<R>(x)?;
         from_real(kernel::<R>(&v, outer, inner, &taps), &shape, x.dtype())?
     });
+    let out = crate::backend::cuda::host_result("host:apply_taps", out, x.device())?;
     let t2 = taps.clone();
     autograd::record("Resample", &[x], &[out.clone()], move |_, g| {
         Ok(vec![Some(apply_taps(&g[0], dim, Arc::new(t2.transpose()))?)])

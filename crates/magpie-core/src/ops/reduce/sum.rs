@@ -148,7 +148,9 @@ impl Tensor {
                     o = o.unsqueeze(dd as i64)?;
                 }
             }
-            let has_zero = cpu::read(&x, |v: &[num_complex::Complex64]| v.iter().any(|z| z.re == 0.0 && z.im == 0.0))?;
+            // the branch needs the values on the host (a CUDA input is downloaded)
+            let xh = if x.device().is_cuda() { x.detach().to_device(crate::Device::Cpu)? } else { x.clone() };
+            let has_zero = cpu::read(&xh, |v: &[num_complex::Complex64]| v.iter().any(|z| z.re == 0.0 && z.im == 0.0))?;
             if !has_zero {
                 // d/dx_i prod = prod / x_i when nothing is zero (and this stays differentiable)
                 return Ok(vec![Some(g.mul(&o.div(&x)?)?)]);
@@ -157,9 +159,9 @@ impl Tensor {
             let excl = if x.ndim() == 0 {
                 x.ones_like()?
             } else if dims_c.len() == 1 {
-                prod_others(&x, dims_c[0])?
+                crate::backend::cuda::or_on_cpu(&x, |x| prod_others(x, dims_c[0]))?
             } else {
-                prod_others(&x.reshape(&[-1])?, 0)?.reshape_to(x.shape())?
+                crate::backend::cuda::or_on_cpu(&x.reshape(&[-1])?, |x| prod_others(x, 0))?.reshape_to(x.shape())?
             };
             Ok(vec![Some(g.mul(&excl)?)])
         });

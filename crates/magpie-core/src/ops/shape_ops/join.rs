@@ -260,7 +260,7 @@ impl Tensor {
         }
         rec(n, r, 0, with_replacement, &mut cur, &mut idx);
         let c = idx.len() / r;
-        let it = Tensor::from_vec(idx, &[c * r])?;
+        let it = Tensor::from_vec(idx, &[c * r])?.to_device(self.device())?;
         self.index_select(0, &it)?.reshape(&[c as i64, r as i64])
     }
     /// `torch.atleast_1d(x)`.

@@ -190,7 +190,7 @@ impl Tensor {
         if r.len() != n {
             return Err(Error::value(op, format!("repeats must have the same size as input along dim, but got repeats.size(0) = {} and input.size({d}) = {n}", r.len())));
         }
-        let idx = repeat_counts(op, &r)?;
+        let idx = repeat_counts(op, &r)?.to_device(x.device())?;
         x.index_select(d as i64, &idx)
     }
     /// `torch.tril(x, diagonal)`: zeros above the `diagonal`-th diagonal of the last two dims.
@@ -212,7 +212,7 @@ impl Tensor {
                 mask.push(if lower { j - i <= k } else { j - i >= k });
             }
         }
-        let mask = Tensor::from_vec(mask, &[m, n])?;
+        let mask = Tensor::from_vec(mask, &[m, n])?.to_device(self.device())?;
         let zero = Tensor::zeros_on(&[], self.dtype(), self.device())?;
         mask.where_(self, &zero)
     }
