@@ -240,6 +240,9 @@ pub fn run(a: TrainArgs) -> Result<()> {
         last_val.unwrap_or(f64::NAN),
         a.out.display()
     );
+    if trainer.model.wte.weight.device().is_cuda() {
+        report_cuda_paths()?;
+    }
     if a.sample_tokens > 0 {
         let prompt = "fn ";
         let prompt_ids = trainer.tokenizer.encode(prompt).unwrap_or_else(|_| data.val[..1].to_vec());
@@ -256,6 +259,29 @@ pub fn run(a: TrainArgs) -> Result<()> {
         })?;
         let _ = writeln!(out, "\n---");
         println!("more: magpie sample --checkpoint {} --prompt \"fn \"", a.out.display());
+    }
+    Ok(())
+}
+
+/// After a CUDA run: registry calls that fell back to the CPU and optimizer updates that took
+/// the host round trip (both 0 when the step ran natively), also written to
+/// `$MAGPIE_FALLBACK_LOG` (one `op native fallback` line per op) when it is set.
+fn report_cuda_paths() -> Result<()> {
+    let counts = magpie_core::backend::cuda::fallback_counts();
+    let fell: Vec<String> = counts.iter().filter(|c| c.2 > 0).map(|c| format!("{} x{}", c.0, c.2)).collect();
+    println!(
+        "cuda: {} registry ops fell back to the CPU{}; optimizer host round trips: {}",
+        fell.len(),
+        if fell.is_empty() { String::new() } else { format!(" ({})", fell.join(", ")) },
+        magpie_optim::host_round_trips()
+    );
+    if let Ok(path) = std::env::var("MAGPIE_FALLBACK_LOG") {
+        let mut s = String::new();
+        for (op, native, fallback) in &counts {
+            s.push_str(&format!("{op} {native} {fallback}\n"));
+        }
+        s.push_str(&format!("# optimizer_host_round_trips {}\n", magpie_optim::host_round_trips()));
+        std::fs::write(&path, s).map_err(|e| Error::io("train", format!("cannot write {path}: {e}")))?;
     }
     Ok(())
 }

@@ -90,7 +90,18 @@ impl Module for CausalSelfAttention {
         };
         let (b, t, c, h) = (b as i64, t as i64, c as i64, self.n_head as i64);
         let qkv = self.c_attn.forward(x)?;
-        let heads = |i: i64| qkv.narrow(2, i * c, c)?.reshape(&[b, t, h, c / h])?.transpose(1, 2);
+        // On CUDA the three parts are taken with index_select (its gradient is a native
+        // index_add) until narrow's gradient (a strided add into zeros) has a CUDA kernel.
+        let cuda = qkv.device().is_cuda();
+        let part = |i: i64| -> Result<Tensor> {
+            if cuda {
+                let idx = Tensor::arange(i * c, (i + 1) * c, 1i64)?.to_device(qkv.device())?;
+                qkv.index_select(2, &idx)
+            } else {
+                qkv.narrow(2, i * c, c)
+            }
+        };
+        let heads = |i: i64| part(i)?.reshape(&[b, t, h, c / h])?.transpose(1, 2);
         let (q, k, v) = (heads(0)?, heads(1)?, heads(2)?);
         let p = if self.training { self.dropout } else { 0.0 };
         let y = scaled_dot_product_attention(&q, &k, &v, None, p, true, None, false)?;
@@ -247,7 +258,8 @@ impl Gpt {
     /// Logits `[B, T, vocab]` for token ids `[B, T]`.
     pub fn logits(&self, idx: &Tensor) -> Result<Tensor> {
         let (_, t) = self.check_idx(idx)?;
-        let pos = Tensor::arange(0i64, t as i64, 1i64)?;
+        // positions live where the ids are (the embedding kernel reads them on the model's device)
+        let pos = Tensor::arange(0i64, t as i64, 1i64)?.to_device(idx.device())?;
         let x = self.wte.forward(idx)?.add(&self.wpe.forward(&pos)?)?;
         let mut x = self.drop.forward(&x)?;
         for blk in &self.h.items {

@@ -13,6 +13,25 @@ pub fn clip_grad_norm_(params: &[Tensor], max_norm: f64, norm_type: f64, error_i
     if grads.is_empty() {
         return Tensor::full(&[], 0.0);
     }
+    // CUDA gradients, 2-norm: one fused sum-of-squares launch per gradient into a device
+    // accumulator (f64), one host read of the total (PyTorch's non-foreach path reads it too)
+    if norm_type == 2.0 && grads.iter().all(|g| g.device().is_cuda()) {
+        if let Some(ss) = magpie_core::backend::cuda::optim::sum_of_squares(&grads)? {
+            let total = ss.sqrt()?.to_dtype(grads[0].dtype())?;
+            let tv = ss.item()?.to_f64().sqrt();
+            if error_if_nonfinite && !tv.is_finite() {
+                return Err(Error::value(
+                    "clip_grad_norm_",
+                    format!("The total norm of order {norm_type} for gradients from `parameters` is non-finite, so it cannot be clipped."),
+                ));
+            }
+            let coef = (max_norm / (tv + 1e-6)).min(1.0);
+            for g in &grads {
+                g.mul_scalar_(coef)?;
+            }
+            return Ok(total);
+        }
+    }
     let norms = grads
         .iter()
         .map(|g| g.norm_p(norm_type, None, false, None))

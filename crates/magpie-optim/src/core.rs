@@ -1,10 +1,25 @@
 //! What every optimizer shares: parameter groups with named hyperparameters, per-parameter
 //! state, the `Optimizer` trait (step, zero_grad, lr access for schedulers, state dicts), and
 //! the driver that runs a per-element update over each parameter's data.
+//!
+//! CUDA parameters: optimizers with a fused kernel (SGD, Adam, AdamW) pass a device update to
+//! [`for_each_param`] and keep their state on the GPU ([`Buf::Dev`]); every other optimizer
+//! runs its CPU rule on a host copy of the parameter, gradient and state and copies the
+//! parameter back (counted by [`host_round_trips`]), so each one works on CUDA parameters.
 
 use magpie_core::{DType, Element, Error, Result, Tensor};
 use num_traits::Float;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+static ROUND_TRIPS: AtomicU64 = AtomicU64::new(0);
+
+/// How many parameter updates of CUDA parameters ran on the host (download of parameter,
+/// gradient and state, CPU update, upload of the parameter) because their optimizer has no
+/// fused CUDA kernel, since the process started.
+pub fn host_round_trips() -> u64 {
+    ROUND_TRIPS.load(Ordering::Relaxed)
+}
 
 /// Hyperparameters of a group by PyTorch's names (`lr`, `momentum`, `beta1`, ...); flags are 0 or 1.
 pub type Hyper = BTreeMap<String, f64>;
@@ -35,11 +50,24 @@ pub struct ParamState {
     pub bufs: BTreeMap<String, Buf>,
 }
 
-/// A state buffer, in the parameter's compute precision.
+/// A state buffer, in the parameter's compute precision: on the host, or (for optimizers with a
+/// fused CUDA kernel) a contiguous tensor on the parameter's GPU, updated in place.
 #[derive(Clone, Debug)]
 pub enum Buf {
     F32(Vec<f32>),
     F64(Vec<f64>),
+    Dev(Tensor),
+}
+
+impl Buf {
+    /// The buffer as a CPU tensor of `shape` (what state dicts store).
+    pub fn to_cpu_tensor(&self, shape: &[usize]) -> Result<Tensor> {
+        match self {
+            Buf::F32(v) => Tensor::from_vec(v.clone(), shape),
+            Buf::F64(v) => Tensor::from_vec(v.clone(), shape),
+            Buf::Dev(t) => t.to_device(magpie_core::Device::Cpu)?.reshape_to(shape),
+        }
+    }
 }
 
 /// The element types optimizers compute in (a parameter's own type; f32 for f16/bf16 would go here).
@@ -167,11 +195,8 @@ pub trait Optimizer {
                     sc.insert("step".into(), ps.step);
                     scalars.insert(idx.to_string(), serde_json::json!(sc));
                     for (k, b) in &ps.bufs {
-                        let t = match b {
-                            Buf::F32(v) => Tensor::from_vec(v.clone(), p.shape())?,
-                            Buf::F64(v) => Tensor::from_vec(v.clone(), p.shape())?,
-                        };
-                        tensors.push((format!("state.{idx}.{k}"), t));
+                        // device state is copied to the host: checkpoints hold CPU tensors
+                        tensors.push((format!("state.{idx}.{k}"), b.to_cpu_tensor(p.shape())?));
                     }
                 }
                 idx += 1;
@@ -232,11 +257,16 @@ pub trait Optimizer {
     }
 }
 
+/// A fused update of one CUDA parameter: `(group, state, param, grad)`, in place on the device.
+pub(crate) type DevUpdate = fn(&ParamGroup, &mut ParamState, &Tensor, &Tensor) -> Result<()>;
+
 /// Runs `update(hyper, state, param, grad)` for each parameter of each group that has a
-/// gradient, on the parameter's data in place, in the parameter's precision.
+/// gradient, on the parameter's data in place, in the parameter's precision. CUDA parameters
+/// take `dev` when given, else a host round trip through `update`.
 pub(crate) fn for_each_param(
     name: &str,
     st: &mut OptimizerState,
+    dev: Option<DevUpdate>,
     mut update: impl FnMut(&ParamGroup, &mut ParamState, Elem<'_>) -> Result<()>,
 ) -> Result<()> {
     let _ng = magpie_core::autograd::no_grad();
@@ -245,6 +275,16 @@ pub(crate) fn for_each_param(
         for p in &group.params {
             let Some(g) = p.grad() else { continue };
             let ps = st.state.entry(p.id()).or_default();
+            if p.device().is_cuda() || g.device().is_cuda() {
+                if g.device() != p.device() {
+                    return Err(Error::device(name, format!("the gradient is on {} but the parameter on {}", g.device(), p.device())));
+                }
+                match dev {
+                    Some(f) if matches!(p.dtype(), DType::F32 | DType::F64) && p.is_contiguous() => f(&group, ps, p, &g)?,
+                    _ => host_round_trip(name, &group, ps, p, &g, &mut update)?,
+                }
+                continue;
+            }
             match p.dtype() {
                 // the gradient is read in place (no per-step copy) unless it aliases the parameter
                 DType::F32 if !g.shares_storage(p) => {
@@ -272,6 +312,59 @@ pub(crate) fn for_each_param(
     Ok(())
 }
 
+/// The CPU rule on host copies of a CUDA parameter, its gradient and state; the parameter is
+/// copied back (the state stays on the host, where the CPU rule keeps it).
+fn host_round_trip(
+    name: &str,
+    group: &ParamGroup,
+    ps: &mut ParamState,
+    p: &Tensor,
+    g: &Tensor,
+    update: &mut impl FnMut(&ParamGroup, &mut ParamState, Elem<'_>) -> Result<()>,
+) -> Result<()> {
+    ROUND_TRIPS.fetch_add(1, Ordering::Relaxed);
+    let host = match p.dtype() {
+        DType::F32 => {
+            let mut pv: Vec<f32> = p.to_vec()?;
+            let gv: Vec<f32> = g.to_vec()?;
+            update(group, ps, Elem::F32(&mut pv, &gv))?;
+            Tensor::from_vec(pv, p.shape())?
+        }
+        DType::F64 => {
+            let mut pv: Vec<f64> = p.to_vec()?;
+            let gv: Vec<f64> = g.to_vec()?;
+            update(group, ps, Elem::F64(&mut pv, &gv))?;
+            Tensor::from_vec(pv, p.shape())?
+        }
+        d => return Err(Error::unsupported(name, format!("parameters of dtype {d} (f32 and f64 only so far)"))),
+    };
+    p.copy_(&host)?;
+    Ok(())
+}
+
+/// The named state buffer of a CUDA parameter `p` as a device tensor (contiguous, `p`'s dtype
+/// and shape), created zero-filled on first use and uploaded once from host state (a loaded
+/// state dict, or a step taken while the parameter was on the CPU).
+pub(crate) fn dev_buf(ps: &mut ParamState, k: &str, p: &Tensor) -> Result<Tensor> {
+    let t = match ps.bufs.remove(k) {
+        Some(Buf::Dev(t)) if t.device() == p.device() && t.dtype() == p.dtype() && t.shape() == p.shape() && t.is_contiguous() => t,
+        Some(b) => {
+            let n = match &b {
+                Buf::F32(v) => v.len(),
+                Buf::F64(v) => v.len(),
+                Buf::Dev(t) => t.numel(),
+            };
+            if n != p.numel() {
+                return Err(Error::shape("optimizer", format!("state '{k}' has {n} elements, parameter has {}", p.numel())));
+            }
+            b.to_cpu_tensor(p.shape())?.to_dtype(p.dtype())?.to_device(p.device())?.contiguous()?
+        }
+        None => p.zeros_like()?.contiguous()?,
+    };
+    ps.bufs.insert(k.to_string(), Buf::Dev(t.clone()));
+    Ok(t)
+}
+
 /// A parameter's data and its gradient in one precision.
 pub(crate) enum Elem<'a> {
     F32(&'a mut [f32], &'a [f32]),
@@ -282,6 +375,10 @@ pub(crate) enum Elem<'a> {
 /// give it back with [`put`] after the update.
 pub(crate) fn take<T: OptFloat>(ps: &mut ParamState, k: &str, n: usize, init: T) -> Result<Vec<T>> {
     let mut b = ps.bufs.remove(k).unwrap_or_else(|| T::wrap(vec![init; n]));
+    // state left on a GPU by a fused step: brought to the host for the CPU rule
+    if let Buf::Dev(t) = &b {
+        b = T::wrap(t.to_vec()?);
+    }
     let v = T::buf(&mut b).ok_or_else(|| Error::dtype("optimizer", format!("state '{k}' has another dtype than its parameter")))?;
     if v.len() != n {
         return Err(Error::shape("optimizer", format!("state '{k}' has {} elements, parameter has {n}", v.len())));

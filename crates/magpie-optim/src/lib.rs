@@ -16,5 +16,5 @@ mod core;
 mod optimizers;
 pub mod scheduler;
 
-pub use crate::core::{Hyper, Optimizer, OptimizerState, ParamGroup};
+pub use crate::core::{host_round_trips, Buf, Hyper, Optimizer, OptimizerState, ParamGroup, ParamState};
 pub use optimizers::*;

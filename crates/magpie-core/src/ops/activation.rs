@@ -39,6 +39,46 @@ pub(crate) fn gelu_grad_composite(x: &Tensor, g: &Tensor, tanh: bool) -> Result<
     g.mul(&left.add(&right)?)
 }
 
+/// GELU (`g` None) or its input gradient `g * gelu'(x)` on CUDA with one elementwise kernel
+/// (f32 arithmetic, f64 for double); None when the elementwise kernels do not take the dtype.
+#[cfg(feature = "cuda")]
+fn gelu_cuda(x: &Tensor, g: Option<&Tensor>, tanh: bool) -> Result<Option<Tensor>> {
+    use crate::backend::cuda::elementwise::{map, supported, Opnd};
+    let d = x.dtype();
+    if !d.is_float() || !supported(d) || g.is_some_and(|g| g.dtype() != d || g.device() != x.device()) {
+        return Ok(None);
+    }
+    let shape = match g {
+        Some(g) => crate::shape::broadcast_shapes("gelu_backward", x.shape(), g.shape())?,
+        None => x.shape().to_vec(),
+    };
+    let compute = if d == crate::DType::F64 { crate::DType::F64 } else { crate::DType::F32 };
+    let crate::Device::Cuda(ord) = x.device() else { return Ok(None) };
+    let out = crate::backend::cuda::ops::empty("gelu", ord, d, &shape)?;
+    // K = sqrt(2/pi), C = 0.044715; 1/sqrt(2) and 1/sqrt(2 pi) for the erf form
+    let (name, expr) = match (tanh, g.is_some()) {
+        (true, false) => ("gelu_tanh", "(C)0.5 * x * ((C)1 + m_tanh((C)0.7978845608028654 * (x + (C)0.044715 * x * x * x)))"),
+        (false, false) => ("gelu_erf", "x * (C)0.5 * ((C)1 + m_erf(x * (C)0.7071067811865476))"),
+        (true, true) => (
+            "gelu_tanh_bwd",
+            // the tanh is evaluated twice: expressions cannot hold statements
+            "y * ((C)0.5 * ((C)1 + m_tanh((C)0.7978845608028654 * (x + (C)0.044715 * x * x * x))) + (C)0.5 * x \
+             * ((C)1 - m_tanh((C)0.7978845608028654 * (x + (C)0.044715 * x * x * x)) * m_tanh((C)0.7978845608028654 * (x + (C)0.044715 * x * x * x))) \
+             * ((C)0.7978845608028654 * ((C)1 + (C)3 * (C)0.044715 * x * x)))",
+        ),
+        (false, true) => (
+            "gelu_erf_bwd",
+            "y * ((C)0.5 * ((C)1 + m_erf(x * (C)0.7071067811865476)) + x * (C)0.3989422804014327 * m_exp((C)-0.5 * x * x))",
+        ),
+    };
+    let mut ins = vec![Opnd { t: x, load_as: compute }];
+    if let Some(g) = g {
+        ins.push(Opnd { t: g, load_as: compute });
+    }
+    map("gelu", name, expr, compute, &out, &ins)?;
+    Ok(Some(out))
+}
+
 /// `where(mask, g, 0)`.
 fn pass(mask: &Tensor, g: &Tensor) -> Result<Tensor> {
     mask.where_(g, &g.zeros_like()?)
@@ -195,6 +235,22 @@ impl Tensor {
     pub fn gelu(&self, approximate: &str) -> Result<Tensor> {
         const K: f64 = 0.797_884_560_802_865_4; // sqrt(2 / pi)
         const C: f64 = 0.044_715;
+        #[cfg(feature = "cuda")]
+        if self.device().is_cuda() && matches!(approximate, "none" | "tanh") {
+            let tanh = approximate == "tanh";
+            if let Some(out) = gelu_cuda(self, None, tanh)? {
+                // the kernel's derivative when no graph of the gradient is built, else the composite rule
+                record_unary("gelu", self, &out, move |x, _, g| {
+                    if !crate::autograd::is_grad_enabled() {
+                        if let Some(d) = gelu_cuda(x, Some(g), tanh)? {
+                            return Ok(d);
+                        }
+                    }
+                    gelu_grad_composite(x, g, tanh)
+                });
+                return Ok(out);
+            }
+        }
         match approximate {
             "none" | "tanh" if gelu_fast(self) => {
                 let tanh = approximate == "tanh";

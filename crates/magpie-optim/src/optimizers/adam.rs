@@ -1,8 +1,9 @@
 //! `torch.optim.Adam` and `torch.optim.AdamW` (decoupled weight decay), with AMSGrad.
 
 use super::{adam_moments, b, check, hyper, optimizer};
-use crate::core::{put, take, Hyper, OptFloat, ParamGroup, ParamState};
-use magpie_core::Result;
+use crate::core::{dev_buf, put, take, Hyper, OptFloat, ParamGroup, ParamState};
+use magpie_core::backend::cuda::optim::{adam_step, AdamHyper};
+use magpie_core::{Result, Tensor};
 
 /// Adam's and AdamW's keyword arguments (`AdamConfig::default()` is Adam's defaults;
 /// `AdamConfig::adamw()` is AdamW's, with weight_decay 1e-2).
@@ -113,11 +114,42 @@ fn adamw<T: OptFloat>(g: &ParamGroup, ps: &mut ParamState, p: &mut [T], grad: &[
     adam_update(g, ps, p, grad, true)
 }
 
+/// The fused CUDA step: one kernel per parameter, moments on the device.
+fn adam_update_dev(g: &ParamGroup, ps: &mut ParamState, p: &Tensor, grad: &Tensor, decoupled: bool) -> Result<()> {
+    let (lr, b1, b2) = (g.get("lr"), g.get("beta1"), g.get("beta2"));
+    let m = dev_buf(ps, "exp_avg", p)?;
+    let v = dev_buf(ps, "exp_avg_sq", p)?;
+    let vmax = if g.flag("amsgrad") { Some(dev_buf(ps, "max_exp_avg_sq", p)?) } else { None };
+    let step = ps.step + 1.0;
+    let h = AdamHyper {
+        step_size: lr / (1.0 - b1.powf(step)),
+        bc2_sqrt: (1.0 - b2.powf(step)).sqrt(),
+        beta1: b1,
+        beta2: b2,
+        lr,
+        weight_decay: g.get("weight_decay"),
+        eps: g.get("eps"),
+        decoupled,
+        maximize: g.flag("maximize"),
+    };
+    adam_step(p, grad, &m, &v, vmax.as_ref(), &h)?;
+    ps.step = step;
+    Ok(())
+}
+
+fn adam_dev(g: &ParamGroup, ps: &mut ParamState, p: &Tensor, grad: &Tensor) -> Result<()> {
+    adam_update_dev(g, ps, p, grad, false)
+}
+
+fn adamw_dev(g: &ParamGroup, ps: &mut ParamState, p: &Tensor, grad: &Tensor) -> Result<()> {
+    adam_update_dev(g, ps, p, grad, true)
+}
+
 optimizer!(
     /// Adam (`torch.optim.Adam`).
-    Adam, AdamConfig, "Adam", adam
+    Adam, AdamConfig, "Adam", adam, Some(adam_dev)
 );
 optimizer!(
     /// AdamW (`torch.optim.AdamW`): Adam with decoupled weight decay. Use `AdamConfig::adamw()` for its defaults.
-    AdamW, AdamConfig, "AdamW", adamw
+    AdamW, AdamConfig, "AdamW", adamw, Some(adamw_dev)
 );

@@ -92,7 +92,12 @@ impl Lbfgs {
         for p in self.params() {
             let n = p.numel();
             let t = Tensor::from_vec(x[k..k + n].to_vec(), p.shape())?.to_dtype(p.dtype())?;
-            magpie_core::backend::cpu::scatter_into(&p, &t.to_vec::<f64>()?)?;
+            if p.device().is_cuda() {
+                // a host round trip: LBFGS keeps its flat vectors on the host
+                p.copy_(&t)?;
+            } else {
+                magpie_core::backend::cpu::scatter_into(&p, &t.to_vec::<f64>()?)?;
+            }
             k += n;
         }
         Ok(())

@@ -32,6 +32,9 @@ pub use sparse_adam::{SparseAdam, SparseAdamConfig};
 /// `Optimizer` impl whose `step` runs `$update::<T>` on every parameter with a gradient.
 macro_rules! optimizer {
     ($(#[$m:meta])* $name:ident, $cfg:ty, $pyname:expr, $update:ident) => {
+        $crate::optimizers::optimizer!($(#[$m])* $name, $cfg, $pyname, $update, None);
+    };
+    ($(#[$m:meta])* $name:ident, $cfg:ty, $pyname:expr, $update:ident, $dev:expr) => {
         $(#[$m])*
         pub struct $name {
             st: $crate::core::OptimizerState,
@@ -56,7 +59,7 @@ macro_rules! optimizer {
                 &mut self.st
             }
             fn step(&mut self) -> magpie_core::Result<()> {
-                $crate::core::for_each_param($pyname, &mut self.st, |g, ps, e| match e {
+                $crate::core::for_each_param($pyname, &mut self.st, $dev, |g, ps, e| match e {
                     $crate::core::Elem::F32(p, gr) => $update::<f32>(g, ps, p, gr),
                     $crate::core::Elem::F64(p, gr) => $update::<f64>(g, ps, p, gr),
                 })

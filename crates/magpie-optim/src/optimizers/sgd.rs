@@ -1,8 +1,9 @@
 //! `torch.optim.SGD`: momentum, dampening, Nesterov, weight decay, maximize.
 
 use super::{b, check, hyper, optimizer};
-use crate::core::{put, take, Hyper, OptFloat, ParamGroup, ParamState};
-use magpie_core::Result;
+use crate::core::{dev_buf, put, take, Hyper, OptFloat, ParamGroup, ParamState};
+use magpie_core::backend::cuda::optim::{sgd_step, SgdHyper};
+use magpie_core::{Result, Tensor};
 
 /// SGD's keyword arguments (PyTorch's defaults except `lr`, which SGD requires).
 #[derive(Clone, Debug)]
@@ -64,7 +65,26 @@ fn update<T: OptFloat>(g: &ParamGroup, ps: &mut ParamState, p: &mut [T], grad: &
     Ok(())
 }
 
+/// The fused CUDA step: one kernel per parameter, the momentum buffer on the device.
+fn update_dev(g: &ParamGroup, ps: &mut ParamState, p: &Tensor, grad: &Tensor) -> Result<()> {
+    let mom = g.get("momentum");
+    let first = ps.step == 0.0;
+    let buf = if mom != 0.0 { Some(dev_buf(ps, "momentum_buffer", p)?) } else { None };
+    let h = SgdHyper {
+        lr: g.get("lr"),
+        momentum: mom,
+        dampening: g.get("dampening"),
+        weight_decay: g.get("weight_decay"),
+        nesterov: g.flag("nesterov"),
+        maximize: g.flag("maximize"),
+        first,
+    };
+    sgd_step(p, grad, buf.as_ref(), &h)?;
+    ps.step += 1.0;
+    Ok(())
+}
+
 optimizer!(
     /// Stochastic gradient descent (`torch.optim.SGD`).
-    Sgd, SgdConfig, "SGD", update
+    Sgd, SgdConfig, "SGD", update, Some(update_dev)
 );

@@ -26,6 +26,12 @@ pub enum KFile {
     Index,
     Scatter,
     Rng,
+    /// Fused optimizer steps (`optim.rs`).
+    Optim,
+    /// layer_norm backward (`norm_bwd.rs`).
+    NormBwd,
+    /// cross_entropy forward and backward (`loss.rs`).
+    Loss,
 }
 
 impl KFile {
@@ -37,6 +43,9 @@ impl KFile {
             KFile::Index => "index",
             KFile::Scatter => "scatter",
             KFile::Rng => "rng",
+            KFile::Optim => "optim",
+            KFile::NormBwd => "norm_bwd",
+            KFile::Loss => "loss",
         }
     }
     fn body(self) -> &'static str {
@@ -47,6 +56,9 @@ impl KFile {
             KFile::Index => include_str!("kernels/index.cu"),
             KFile::Scatter => include_str!("kernels/scatter.cu"),
             KFile::Rng => include_str!("kernels/rng.cu"),
+            KFile::Optim => include_str!("kernels/optim.cu"),
+            KFile::NormBwd => include_str!("kernels/norm_bwd.cu"),
+            KFile::Loss => include_str!("kernels/loss.cu"),
         }
     }
 }

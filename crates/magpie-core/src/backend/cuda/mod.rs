@@ -30,6 +30,11 @@ pub mod kern;
 #[cfg(feature = "cuda")]
 pub mod norm;
 #[cfg(feature = "cuda")]
+pub mod norm_bwd;
+#[cfg(feature = "cuda")]
+pub mod loss;
+pub mod optim;
+#[cfg(feature = "cuda")]
 pub mod reduce;
 #[cfg(feature = "cuda")]
 pub mod rng;

@@ -3,6 +3,10 @@
 //! writes `(softmax(x) - onehot(t)) * scale` in one pass. Without a class weight or label
 //! smoothing only; everything else, and the reference it is tested against, is the
 //! `log_softmax` + `nll_loss` composite in `loss.rs`.
+//!
+//! CUDA logits (float) with integer targets on the same GPU take `backend/cuda/loss.rs`: the
+//! same two kernels, and the mean's divisor counted on the device, so no step synchronizes.
+//! An out-of-range target there gives a NaN loss (PyTorch's CUDA kernel asserts on the device).
 
 use super::loss::Reduction;
 use crate::autograd::{self, Saved};
@@ -15,6 +19,10 @@ use std::sync::Arc;
 
 /// The loss when the fused path applies, else None (the caller runs the composite).
 pub(crate) fn cross_entropy_fused(x: &Tensor, t: &Tensor, ignore_index: i64, r: Reduction) -> Result<Option<Tensor>> {
+    #[cfg(feature = "cuda")]
+    if x.device().is_cuda() {
+        return cross_entropy_cuda(x, t, ignore_index, r);
+    }
     if x.dtype() != DType::F32 || x.device() != Device::Cpu || x.ndim() != 2 || !t.dtype().is_int() || t.ndim() != 1 {
         return Ok(None);
     }
@@ -92,4 +100,38 @@ fn composite_grad(x: &Tensor, t: &Tensor, g: &Tensor, ignore_index: i64, r: Redu
         Reduction::Mean => valid.mul(&g.div_scalar(count as f64)?)?,
     };
     p.sub(&onehot)?.mul(&scale.unsqueeze(1)?)
+}
+
+/// The CUDA path of [`cross_entropy_fused`]; None when the kernels do not take these inputs.
+#[cfg(feature = "cuda")]
+fn cross_entropy_cuda(x: &Tensor, t: &Tensor, ignore_index: i64, r: Reduction) -> Result<Option<Tensor>> {
+    use crate::backend::cuda::loss;
+    let Some(f) = loss::cross_entropy_forward(x, t, ignore_index)? else { return Ok(None) };
+    let _ng = autograd::no_grad();
+    let count = match r {
+        Reduction::Mean => Some(f.valid.sum()?),
+        _ => None,
+    };
+    let out = match r {
+        Reduction::None => f.loss.clone(),
+        Reduction::Sum => f.loss.sum()?,
+        Reduction::Mean => f.loss.sum()?.div(count.as_ref().ok_or_else(|| Error::value("cross_entropy", "no count"))?)?,
+    };
+    drop(_ng);
+    let sx = Saved::new("cross_entropy", x);
+    let (target, lse) = (t.clone(), f.lse);
+    autograd::record("CrossEntropyLoss", &[x], &[out.clone()], move |_, g| {
+        let x = sx.get()?;
+        let kernel = if autograd::is_grad_enabled() { None } else { loss::cross_entropy_backward(&x, &target, &lse, &g[0], count.as_ref(), ignore_index)? };
+        let gx = match kernel {
+            Some(gx) => gx,
+            None => {
+                // the composite needs the count on the host (one read, only on this rare path)
+                let valid = target.ne_scalar(ignore_index)?.sum()?.item()?.to_f64() as usize;
+                composite_grad(&x, &target, &g[0], ignore_index, r, valid)?
+            }
+        };
+        Ok(vec![Some(gx)])
+    });
+    Ok(Some(out))
 }

@@ -2,6 +2,11 @@
 //! `backend/cpu/norm.rs`. Its backward runs the fused kernel when no graph of the gradient is
 //! built, and otherwise the same gradient written with tensor ops (differentiable again). The
 //! composite in `norm.rs` stays the reference both are tested against.
+//!
+//! On CUDA (float inputs, weight and bias on the same GPU) the forward is the norm kernel and
+//! the backward `backend/cuda/norm_bwd.rs` (composite when a graph of the gradient is built);
+//! the mean and rstd outputs get a node of their own, so their (rare) gradients cost nothing
+//! when unused.
 
 use crate::autograd::{self, Saved};
 use crate::backend::cpu::{self, norm};
@@ -18,6 +23,10 @@ fn on_cpu_f32(t: &Tensor) -> bool {
 /// `(out, mean, rstd)` of layer norm over the last `k` dims when the fused path applies
 /// (f32 CPU input, weight and bias; shapes validated by the caller), else None.
 pub(crate) fn layer_norm_fused(x: &Tensor, k: usize, w: Option<&Tensor>, b: Option<&Tensor>, eps: f64) -> Result<Option<(Tensor, Tensor, Tensor)>> {
+    #[cfg(feature = "cuda")]
+    if x.device().is_cuda() {
+        return layer_norm_cuda(x, k, w, b, eps);
+    }
     if !on_cpu_f32(x) || !w.is_none_or(on_cpu_f32) || !b.is_none_or(on_cpu_f32) {
         return Ok(None);
     }
@@ -141,4 +150,58 @@ fn stats_backward(gm: &Tensor, grs: &Tensor, x: &Tensor, k: usize, eps: f64) -> 
     let r3 = rstd.mul(&rstd)?.mul(&rstd)?;
     let from_rstd = c.mul(&grs.mul(&r3)?)?.mul_scalar(-1.0 / n as f64)?;
     from_rstd.add(&gm.div_scalar(n as f64)?.broadcast_to(x.shape())?)
+}
+
+/// The CUDA path of [`layer_norm_fused`]: None when the kernels do not take these inputs.
+#[cfg(feature = "cuda")]
+fn layer_norm_cuda(x: &Tensor, k: usize, w: Option<&Tensor>, b: Option<&Tensor>, eps: f64) -> Result<Option<(Tensor, Tensor, Tensor)>> {
+    use crate::backend::cuda;
+    let nd = x.ndim();
+    let n: usize = x.shape()[nd - k..].iter().product();
+    let Some(o) = cuda::norm::forward(x, n, w, b, eps, false)? else { return Ok(None) };
+    let mut stat_shape: Vec<i64> = x.shape()[..nd - k].iter().map(|&v| v as i64).collect();
+    stat_shape.extend(std::iter::repeat_n(1i64, k));
+    let (y, mt, rt) = (o.y, o.mean.reshape(&stat_shape)?, o.rstd.reshape(&stat_shape)?);
+    let sx = Saved::new("layer_norm", x);
+    let sw = w.map(|w| Saved::new("layer_norm", w));
+    let (smean, srstd) = (o.mean.clone(), o.rstd.clone());
+    let mut inputs = vec![x];
+    inputs.extend(w);
+    inputs.extend(b);
+    let (has_w, has_b) = (w.is_some(), b.is_some());
+    autograd::record("NativeLayerNorm", &inputs, &[y.clone()], move |ctx, gr| {
+        let x = sx.get()?;
+        let w = sw.as_ref().map(|s| s.get()).transpose()?;
+        let (iw, ib) = (1, 1 + has_w as usize);
+        let need_x = ctx.needs_input_grad(0);
+        let need_w = has_w && ctx.needs_input_grad(iw);
+        let need_b = has_b && ctx.needs_input_grad(ib);
+        let kernel = if autograd::is_grad_enabled() {
+            None
+        } else {
+            cuda::norm_bwd::layer_norm_backward(&gr[0], &x, &smean, &srstd, w.as_ref(), n, need_x, need_w || need_b)?
+        };
+        let (dx, dw, db) = match kernel {
+            Some((dx, dw, db)) => {
+                let wshape: Vec<i64> = x.shape()[x.ndim() - k..].iter().map(|&v| v as i64).collect();
+                (dx, dw.map(|t| t.reshape(&wshape)).transpose()?, db.map(|t| t.reshape(&wshape)).transpose()?)
+            }
+            None => composite_backward(&gr[0], &x, w.as_ref(), k, eps, need_x, need_w || need_b)?,
+        };
+        let mut out = vec![if need_x { dx } else { None }];
+        if has_w {
+            out.push(if need_w { dw } else { None });
+        }
+        if has_b {
+            out.push(if need_b { db } else { None });
+        }
+        Ok(out)
+    });
+    // the statistics' own node: its backward runs only when a gradient reaches mean or rstd
+    let sx2 = Saved::new("layer_norm", x);
+    autograd::record("NativeLayerNormStats", &[x], &[mt.clone(), rt.clone()], move |_, gr| {
+        let x = sx2.get()?;
+        Ok(vec![Some(stats_backward(&gr[0], &gr[1], &x, k, eps)?)])
+    });
+    Ok(Some((y, mt, rt)))
 }

@@ -1,0 +1,59 @@
+// cross_entropy with class-index targets over contiguous [rows, c] logits of dtype T and i64
+// targets [rows]; arithmetic in Ty<T>::acc. Nothing here synchronizes the host: a target
+// outside [0, c) (other than ignore_index) gives a NaN loss for its row instead of an error.
+
+typedef Ty<T>::acc A;
+
+// A block per row: loss[r] = logsumexp(x[r]) - x[r, t[r]] (0 when ignored), lse[r], and
+// valid[r] = 1 for rows that count (0 for ignored ones; their sum is the mean's divisor).
+extern "C" __global__ void __launch_bounds__(1024) ce_fwd(const T* __restrict__ x, const i64* __restrict__ t, T* __restrict__ loss,
+                                                          T* __restrict__ lse_out, T* __restrict__ valid, i64 c, i64 ignore_index) {
+    __shared__ A sm[32];
+    const i64 r = blockIdx.x;
+    const T* xr = x + r * c;
+    A mx = lowest_of<A>();
+    for (i64 i = threadIdx.x; i < c; i += blockDim.x) mx = OpMax<A>::comb(mx, Ty<T>::ld(xr[i]));
+    mx = block_reduce<OpMax<A> >(mx, sm);
+    // all -inf (or +inf) rows: shift by 0 so that the sum is exp(-inf) = 0 / inf, not NaN
+    const A sh = (mx == lowest_of<A>() || mx == highest_of<A>()) ? (A)0 : mx;
+    A s = 0;
+    for (i64 i = threadIdx.x; i < c; i += blockDim.x) s += m_exp(Ty<T>::ld(xr[i]) - sh);
+    s = block_reduce<OpSum<A> >(s, sm);
+    if (threadIdx.x == 0) {
+        const A lse = sh + m_log(s);
+        const i64 ti = t[r];
+        A l, v;
+        if (ti == ignore_index) {
+            l = 0;
+            v = 0;
+        } else if (ti < 0 || ti >= c) {
+            l = m_sqrt((A)-1);  // NaN: out-of-range target
+            v = 1;
+        } else {
+            l = lse - Ty<T>::ld(xr[ti]);
+            v = 1;
+        }
+        loss[r] = Ty<T>::st(l);
+        lse_out[r] = Ty<T>::st(lse);
+        valid[r] = Ty<T>::st(v);
+    }
+}
+
+// dx[r, j] = (exp(x[r, j] - lse[r]) - (j == t[r])) * g[r * gstride] / count[0] (no division when
+// count is null; gstride 0 for a 0-d upstream gradient); 0 on ignored rows. Grid-stride.
+extern "C" __global__ void ce_bwd(const T* __restrict__ x, const i64* __restrict__ t, const T* __restrict__ lse, const T* __restrict__ g,
+                                  i64 gstride, const T* __restrict__ count, T* __restrict__ dx, i64 rows, i64 c, i64 ignore_index) {
+    const i64 total = rows * c;
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (i64)gridDim.x * blockDim.x) {
+        const i64 r = i / c, j = i - r * c;
+        const i64 ti = t[r];
+        if (ti == ignore_index) {
+            dx[i] = Ty<T>::st((A)0);
+            continue;
+        }
+        A sc = Ty<T>::ld(g[r * gstride]);
+        if (count) sc = sc / Ty<T>::ld(count[0]);
+        const A p = m_exp(Ty<T>::ld(x[i]) - Ty<T>::ld(lse[r]));
+        dx[i] = Ty<T>::st((p - (j == ti ? (A)1 : (A)0)) * sc);
+    }
+}
