@@ -9,3 +9,7 @@ cargo test --release --workspace
 cargo run --release -p magpie-conformance -- \
   --cases tests/conformance/opinfo-float32 --cases tests/conformance/opinfo-int64 \
   --baseline tests/conformance/baseline.json --readme-check README.md
+# gradcheck / gradgradcheck (f64) of every op with OpInfo gradient cases; fails when an op that
+# passed in tests/conformance/gradcheck_baseline.json no longer does (report: gradcheck_report.md)
+cargo run --release -p magpie-conformance -- --gradcheck --cases tests/conformance/opinfo-float32 \
+  --gradcheck-baseline tests/conformance/gradcheck_baseline.json

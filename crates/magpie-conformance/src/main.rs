@@ -6,6 +6,7 @@
 mod adapt;
 mod case;
 mod compare;
+mod gradcheck;
 mod load;
 mod manifest;
 mod report;
@@ -53,6 +54,16 @@ struct Cli {
     /// Seconds a single case may take before it counts as crashed.
     #[arg(long, default_value_t = 60)]
     case_timeout: u64,
+    /// Run gradcheck / gradgradcheck (f64) on every case with a gradient part instead of the value run.
+    #[arg(long)]
+    gradcheck: bool,
+    /// With --gradcheck: write the readable per-op report (passes, failures, exclusions with reasons).
+    #[arg(long)]
+    gradcheck_report: Option<PathBuf>,
+    /// With --gradcheck: fail if a check that passed in this baseline no longer passes
+    /// (with --update-baseline: rewrite it).
+    #[arg(long)]
+    gradcheck_baseline: Option<PathBuf>,
     #[arg(long, hide = true)]
     worker: bool,
     #[arg(long, hide = true, default_value_t = 0)]
@@ -225,6 +236,9 @@ fn real_main(cli: &Cli) -> Result<i32, String> {
         worker(cli, device)?;
         return Ok(0);
     }
+    if cli.gradcheck {
+        return gradcheck_main(cli);
+    }
     let mut code = 0;
     let mut folders: Vec<(String, Tally)> = Vec::new();
     let mut all: Vec<CaseResult> = Vec::new();
@@ -300,5 +314,51 @@ fn real_main(cli: &Cli) -> Result<i32, String> {
         }
     }
     println!("{passed} passed, {} failed", total - passed);
+    Ok(code)
+}
+
+/// `--gradcheck`: gradcheck / gradgradcheck per op, report, baseline.
+fn gradcheck_main(cli: &Cli) -> Result<i32, String> {
+    let t0 = std::time::Instant::now();
+    let mut all = std::collections::BTreeMap::new();
+    for dir in &cli.cases {
+        let (m, bytes) = read_folder(dir)?;
+        all.extend(gradcheck::run(&m, &bytes, &cli.op)?);
+    }
+    let (gp, gf, ge) = gradcheck::counts(&all, false);
+    let (hp, hf, he) = gradcheck::counts(&all, true);
+    if cli.per_op {
+        for (op, r) in &all {
+            println!("{op:40} grad {:?} gradgrad {:?} {}", r.grad, r.gradgrad, r.reason.chars().take(160).collect::<String>());
+        }
+    }
+    println!("gradcheck: {gp} ops passed, {gf} failed, {ge} excluded");
+    println!("gradgradcheck: {hp} ops passed, {hf} failed, {he} excluded");
+    println!("({:.1} s)", t0.elapsed().as_secs_f64());
+    if let Some(path) = &cli.gradcheck_report {
+        std::fs::write(path, gradcheck::report(&all)).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    let mut code = 0;
+    if let Some(path) = &cli.gradcheck_baseline {
+        let now = gradcheck::baseline_of(&all);
+        if cli.update_baseline {
+            let text = serde_json::to_string_pretty(&now).map_err(|e| e.to_string())?;
+            std::fs::write(path, text + "\n").map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            println!("gradcheck baseline written to {}", path.display());
+        } else if cli.op.is_none() {
+            let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            let base: gradcheck::Baseline = serde_json::from_str(&text).map_err(|e| format!("malformed {}: {e}", path.display()))?;
+            let d = gradcheck::drops(&base, &now);
+            if d.is_empty() {
+                println!("gradcheck matches the baseline");
+            } else {
+                println!("gradcheck dropped below the baseline:");
+                for x in &d {
+                    println!("  {x}");
+                }
+                code = 1;
+            }
+        }
+    }
     Ok(code)
 }

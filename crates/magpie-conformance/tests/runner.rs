@@ -136,3 +136,24 @@ fn a_panic_or_an_abort_is_one_crashed_case_and_the_run_goes_on() {
         assert!(st.contains(&("add!0".into(), "passed".into())), "cases after the crash still run ({flag})");
     }
 }
+
+#[test]
+fn gradcheck_mode_reports_and_checks_its_baseline() {
+    let d = tempfile::tempdir().unwrap();
+    write_folder(d.path(), GOOD, &good_tensors());
+    let dir = d.path().to_str().unwrap();
+    let report = d.path().join("report.md");
+    let (code, out, err) = run(&["--gradcheck", "--cases", dir, "--gradcheck-report", report.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    // neg has a gradient case and passes; nosuchop has none and is excluded with a reason
+    assert!(out.contains("gradcheck: 1 ops passed, 0 failed, 1 excluded"), "{out}");
+    assert!(out.contains("gradgradcheck: 1 ops passed, 0 failed, 1 excluded"), "{out}");
+    let text = std::fs::read_to_string(&report).unwrap();
+    assert!(text.contains("| nosuchop | excluded | excluded | 0 | no gradient case"), "{text}");
+    // a baseline in which an op passed that no longer passes makes the run fail
+    let base = d.path().join("base.json");
+    std::fs::write(&base, r#"{"neg": ["grad", "gradgrad"], "nosuchop": ["grad"]}"#).unwrap();
+    let (code, out, _) = run(&["--gradcheck", "--cases", dir, "--gradcheck-baseline", base.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("nosuchop: gradcheck no longer passes"), "{out}");
+}

@@ -34,6 +34,12 @@ fn at_zero(x: &Tensor, v: &Tensor, at0: f64) -> Result<Tensor> {
     x.eq_scalar(0.0)?.where_(&v.full_like(at0)?, v)
 }
 
+/// `x` with its zeros replaced by ones: the divisor inside [`at_zero`], so that the unused branch
+/// has finite derivatives too (otherwise `0 * NaN` poisons second-order gradients at 0).
+fn nonzero(x: &Tensor) -> Result<Tensor> {
+    x.eq_scalar(0.0)?.where_(&x.full_like(1.0)?, x)
+}
+
 /// `exp(-x^2)`.
 fn gauss(x: &Tensor) -> Result<Tensor> {
     x.mul(x)?.neg_raw()?.exp()
@@ -65,9 +71,9 @@ unary_spec!(I0, "i0", |x| via64(bessel::i0, x), bessel::i0, IntMode::ToFloat, No
 unary_spec!(I0E, "special_i0e", |x| via64(bessel::i0e, x), bessel::i0e, IntMode::ToFloat, None,
     Some(|x, y, g| g.mul(&x.special_i1e()?.sub(&x.sign()?.mul(y)?)?)));
 unary_spec!(I1, "special_i1", |x| via64(bessel::i1, x), bessel::i1, IntMode::ToFloat, None,
-    Some(|x, y, g| g.mul(&at_zero(x, &x.i0()?.sub(&y.div(x)?)?, 0.5)?)));
+    Some(|x, y, g| g.mul(&at_zero(x, &x.i0()?.sub(&y.div(&nonzero(x)?)?)?, 0.5)?)));
 unary_spec!(I1E, "special_i1e", |x| via64(bessel::i1e, x), bessel::i1e, IntMode::ToFloat, None,
-    Some(|x, y, g| g.mul(&at_zero(x, &x.special_i0e()?.sub(&y.mul(&x.sign()?.add(&x.reciprocal()?)?)?)?, 0.5)?)));
+    Some(|x, y, g| g.mul(&at_zero(x, &x.special_i0e()?.sub(&y.mul(&x.sign()?.add(&nonzero(x)?.reciprocal()?)?)?)?, 0.5)?)));
 unary_spec!(K0, "special_modified_bessel_k0", |x| via64(bessel::k0, x), bessel::k0, IntMode::ToFloat, None,
     Some(|x, _, g| g.mul(&x.special_modified_bessel_k1()?)?.neg_raw()));
 unary_spec!(K1, "special_modified_bessel_k1", |x| via64(bessel::k1, x), bessel::k1, IntMode::ToFloat, None,
@@ -79,13 +85,13 @@ unary_spec!(K1E, "special_scaled_modified_bessel_k1", |x| via64(bessel::k1e, x),
 unary_spec!(J0, "special_bessel_j0", |x| via64(bessel::j0, x), bessel::j0, IntMode::ToFloat, None,
     Some(|x, _, g| g.mul(&x.special_bessel_j1()?)?.neg_raw()));
 unary_spec!(J1, "special_bessel_j1", |x| via64(bessel::j1, x), bessel::j1, IntMode::ToFloat, None,
-    Some(|x, y, g| g.mul(&at_zero(x, &x.special_bessel_j0()?.sub(&y.div(x)?)?, 0.5)?)));
+    Some(|x, y, g| g.mul(&at_zero(x, &x.special_bessel_j0()?.sub(&y.div(&nonzero(x)?)?)?, 0.5)?)));
 unary_spec!(Y0, "special_bessel_y0", |x| via64(bessel::y0, x), bessel::y0, IntMode::ToFloat, None,
     Some(|x, _, g| g.mul(&x.special_bessel_y1()?)?.neg_raw()));
 unary_spec!(Y1, "special_bessel_y1", |x| via64(bessel::y1, x), bessel::y1, IntMode::ToFloat, None,
     Some(|x, y, g| g.mul(&x.special_bessel_y0()?.sub(&y.div(x)?)?)));
 unary_spec!(SPH_J0, "special_spherical_bessel_j0", |x| via64(bessel::spherical_j0, x), bessel::spherical_j0, IntMode::ToFloat, None,
-    Some(|x, y, g| g.mul(&at_zero(x, &x.cos()?.sub(y)?.div(x)?, 0.0)?)));
+    Some(|x, y, g| g.mul(&at_zero(x, &x.cos()?.sub(y)?.div(&nonzero(x)?)?, 0.0)?)));
 unary_spec!(AIRY_AI, "special_airy_ai", |x| via64(bessel::airy_ai, x), bessel::airy_ai, IntMode::ToFloat, None, None);
 
 crate::ops::unary::unary_methods!(
