@@ -28,6 +28,12 @@ fn rnd(shape: &[usize], dt: DType) -> Tensor {
     Tensor::randn(shape).unwrap().to_dtype(dt).unwrap()
 }
 
+/// Random integers in `[lo, hi)` on the CPU, drawn under the same lock as [`rnd`].
+fn rint(lo: i64, hi: i64, shape: &[usize], dt: DType) -> Tensor {
+    let _g = RNG.lock().unwrap_or_else(|e| e.into_inner());
+    Tensor::randint_on(lo, hi, shape, dt, Device::Cpu).unwrap()
+}
+
 fn gpu(t: &Tensor) -> Tensor {
     t.to_device(GPU).unwrap()
 }
@@ -157,7 +163,7 @@ fn split_reductions_and_integers() {
     let r = rnd(&[4, 20000], DType::F32);
     close(&gpu(&r).sum_dims(Some(&[1]), false, None).unwrap(), &r.sum_dims(Some(&[1]), false, None).unwrap(), 1e-4, 1e-3, "long rows");
     // integers sum as int64, exactly
-    let i = Tensor::randint_on(-1000, 1000, &[513, 77], DType::I32, Device::Cpu).unwrap();
+    let i = rint(-1000, 1000, &[513, 77], DType::I32);
     for d in [0i64, 1] {
         close(&gpu(&i).sum_dims(Some(&[d]), false, None).unwrap(), &i.sum_dims(Some(&[d]), false, None).unwrap(), 0.0, 0.0, "int sum");
         close(&gpu(&i).amax(&[d], false).unwrap(), &i.amax(&[d], false).unwrap(), 0.0, 0.0, "int amax");
@@ -308,14 +314,14 @@ fn index_ops_match_cpu() {
         return;
     }
     for dt in [DType::F32, DType::BF16, DType::I64] {
-        let x = if dt == DType::I64 { Tensor::randint_on(-50, 50, &[9, 12], dt, Device::Cpu).unwrap() } else { rnd(&[9, 12], dt) };
+        let x = if dt == DType::I64 { rint(-50, 50, &[9, 12], dt) } else { rnd(&[9, 12], dt) };
         let xg = gpu(&x);
         let idx = Tensor::from_vec(vec![3i64, 0, 8, 3, 5], &[5]).unwrap();
         for d in [0i64, 1] {
             close(&xg.index_select(d, &gpu(&idx)).unwrap(), &x.index_select(d, &idx).unwrap(), 0.0, 0.0, &format!("index_select {dt:?} {d}"));
         }
         close(&xg.t().unwrap().index_select(1, &gpu(&idx)).unwrap(), &x.t().unwrap().index_select(1, &idx).unwrap(), 0.0, 0.0, "index_select view");
-        let gi = Tensor::randint_on(0, 12, &[9, 4], DType::I64, Device::Cpu).unwrap();
+        let gi = rint(0, 12, &[9, 4], DType::I64);
         close(&xg.gather(1, &gpu(&gi)).unwrap(), &x.gather(1, &gi).unwrap(), 0.0, 0.0, &format!("gather {dt:?}"));
         let empty = Tensor::from_vec(Vec::<i64>::new(), &[0]).unwrap();
         close(&xg.index_select(0, &gpu(&empty)).unwrap(), &x.index_select(0, &empty).unwrap(), 0.0, 0.0, "empty index");
@@ -327,7 +333,7 @@ fn index_ops_match_cpu() {
         let (rt, at) = if dt == DType::BF16 { (2e-2, 2e-2) } else { (1e-6, 1e-6) };
         let base = rnd(&[6, 7], DType::F32).to_dtype(dt).unwrap();
         let src = rnd(&[6, 7], DType::F32).to_dtype(dt).unwrap();
-        let si = Tensor::randint_on(0, 7, &[6, 5], DType::I64, Device::Cpu).unwrap();
+        let si = rint(0, 7, &[6, 5], DType::I64);
         let src5 = src.narrow(1, 0, 5).unwrap().contiguous().unwrap();
         close(&gpu(&base).scatter_add(1, &gpu(&si), &gpu(&src5)).unwrap(), &base.scatter_add(1, &si, &src5).unwrap(), rt, at, &format!("scatter_add {dt:?}"));
         let ii = Tensor::from_vec(vec![1i64, 4, 1], &[3]).unwrap();

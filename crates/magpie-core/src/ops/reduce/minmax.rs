@@ -3,7 +3,7 @@
 //! greatest and the least value), ties pick the first index.
 
 use super::select::take_reduced;
-use super::{check_nonempty, isnan, map_lines, one_dim, reduce_dims, reduce_rows, reduced_shape};
+use super::{check_nonempty, map_lines, one_dim, reduce_dims, reduce_rows, reduced_shape};
 use crate::autograd::{self, Saved};
 use crate::dtype::DType;
 use crate::element::Element;
@@ -86,7 +86,8 @@ pub(crate) fn even_backward(x: &Tensor, out: &Tensor, g: &Tensor, d: &[usize], k
     }
     let mut mask = x.eq(&o)?;
     if nan_aware {
-        let both = isnan(x)?.to_dtype(DType::U8)?.mul(&isnan(&o)?.to_dtype(DType::U8)?)?;
+        // `v != v` marks NaNs on any device
+        let both = x.ne(x)?.to_dtype(DType::U8)?.mul(&o.ne(&o)?.to_dtype(DType::U8)?)?;
         mask = mask.to_dtype(DType::U8)?.add(&both)?.ne_scalar(0)?;
     }
     let dims: Vec<i64> = d.iter().map(|&v| v as i64).collect();

@@ -48,19 +48,21 @@ pub fn cat(tensors: &[Tensor], dim: i64) -> Result<Tensor> {
     }
     let mut shape = r.shape().to_vec();
     shape[d] = kept.iter().map(|&i| tensors[i].shape()[d]).sum();
-    let outer: usize = shape[..d].iter().product();
-    let tail: usize = shape[d + 1..].iter().product();
-    let out = crate::with_dtype!(dt, T, {
-        let parts: Vec<Vec<T>> = kept.iter().map(|&i| cpu::to_vec::<T>(&tensors[i])).collect::<Result<_>>()?;
-        let inner: Vec<usize> = kept.iter().map(|&i| tensors[i].shape()[d] * tail).collect();
-        let mut v: Vec<T> = Vec::with_capacity(crate::shape::numel(&shape));
-        for o in 0..outer {
-            for (p, &n) in parts.iter().zip(&inner) {
-                v.extend_from_slice(&p[o * n..(o + 1) * n]);
-            }
+    let device = r.device();
+    let out = if device != crate::device::Device::Cpu {
+        // on a GPU: each part copied (and cast) into its slice of the output by the device's copy
+        let out = Tensor::zeros_on(&shape, dt, device)?;
+        let _ng = autograd::no_grad();
+        let mut off = 0;
+        for &i in &kept {
+            let n = tensors[i].shape()[d];
+            out.narrow(d as i64, off as i64, n as i64)?.copy_(&tensors[i])?;
+            off += n;
         }
-        Tensor::from_vec(v, &shape)?
-    });
+        out
+    } else {
+        cat_cpu(tensors, &kept, &shape, d, dt)?
+    };
     let sizes: Vec<Option<(i64, i64)>> = {
         let mut off = 0i64;
         tensors
@@ -299,4 +301,22 @@ pub fn broadcast_shapes(shapes: &[Vec<usize>]) -> Result<Vec<usize>> {
 /// The dtype cats promote to, for callers that pre-check (kept public for the registry).
 pub fn cat_dtype(tensors: &[Tensor]) -> Result<DType> {
     result_type(&tensors.iter().map(|t| Operand::Dim(t.dtype())).collect::<Vec<_>>())
+}
+
+/// `cat` of CPU tensors: the parts' rows interleaved along `d` into one buffer (`kept` are the
+/// tensors not skipped by the legacy empty-tensor rule, `shape` the output's).
+fn cat_cpu(tensors: &[Tensor], kept: &[usize], shape: &[usize], d: usize, dt: DType) -> Result<Tensor> {
+    let outer: usize = shape[..d].iter().product();
+    let tail: usize = shape[d + 1..].iter().product();
+    Ok(crate::with_dtype!(dt, T, {
+        let parts: Vec<Vec<T>> = kept.iter().map(|&i| cpu::to_vec::<T>(&tensors[i])).collect::<Result<_>>()?;
+        let inner: Vec<usize> = kept.iter().map(|&i| tensors[i].shape()[d] * tail).collect();
+        let mut v: Vec<T> = Vec::with_capacity(crate::shape::numel(shape));
+        for o in 0..outer {
+            for (p, &n) in parts.iter().zip(&inner) {
+                v.extend_from_slice(&p[o * n..(o + 1) * n]);
+            }
+        }
+        Tensor::from_vec(v, shape)?
+    }))
 }
