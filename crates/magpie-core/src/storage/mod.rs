@@ -1,6 +1,7 @@
 //! `Storage`: the memory behind tensors, shared by views, with the version counter autograd checks.
 
 mod cpu;
+mod heap;
 
 pub use cpu::CpuStorage;
 
@@ -56,6 +57,9 @@ pub struct StorageCell {
 impl StorageCell {
     /// Wraps a storage at version 0.
     pub fn new(s: Storage) -> Self {
+        if matches!(s, Storage::Cpu(_)) {
+            heap::keep_freed_memory();
+        }
         StorageCell { data: RwLock::new(s), version: AtomicU64::new(0) }
     }
     /// Shared access for reading.

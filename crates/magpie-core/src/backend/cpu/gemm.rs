@@ -181,14 +181,21 @@ fn integer(a: &Tensor, b: &Tensor, m: usize, k: usize, n: usize, out_shape: &[us
 /// tensor of `out_shape` (`m * n` elements; given so that callers need no reshaped view, which
 /// would keep a second handle on the storage). Not recorded.
 pub fn addmm_bias(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, out_shape: &[usize]) -> Result<Tensor> {
+    addmm_bias_on(x, w, bias, out_shape, true)
+}
+
+/// [`addmm_bias`] on the calling thread only when `split` is false: for products that run
+/// side by side (a linear layer's two gradients), where one thread per product beats both
+/// threads on each (no synchronisation inside the product).
+pub fn addmm_bias_on(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, out_shape: &[usize], split: bool) -> Result<Tensor> {
     match x.dtype() {
-        DType::F32 => addmm_bias_t::<f32>(x, w, bias, out_shape),
-        DType::F64 => addmm_bias_t::<f64>(x, w, bias, out_shape),
+        DType::F32 => addmm_bias_t::<f32>(x, w, bias, out_shape, split),
+        DType::F64 => addmm_bias_t::<f64>(x, w, bias, out_shape, split),
         d => Err(Error::dtype("linear", format!("addmm_bias: unsupported dtype {}", d.name()))),
     }
 }
 
-fn addmm_bias_t<T: Element>(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, out_shape: &[usize]) -> Result<Tensor> {
+fn addmm_bias_t<T: Element>(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, out_shape: &[usize], split: bool) -> Result<Tensor> {
     if x.ndim() != 2 || w.ndim() != 2 || w.shape()[0] != x.shape()[1] || x.dtype() != w.dtype() {
         return Err(Error::shape("linear", format!("addmm_bias: shapes {:?} and {:?} cannot be multiplied", x.shape(), w.shape())));
     }
@@ -224,7 +231,7 @@ fn addmm_bias_t<T: Element>(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, out_s
             None => sa,
         };
         let (lx, lw) = (x.layout(), w.layout());
-        let par = if m * n * k >= SMALL_GEMM { gemm::Parallelism::Rayon(rayon::current_num_threads()) } else { gemm::Parallelism::None };
+        let par = if split && m * n * k >= SMALL_GEMM { gemm::Parallelism::Rayon(rayon::current_num_threads()) } else { gemm::Parallelism::None };
         // SAFETY: both layouts lie within their storages (checked when the views were made) and
         // `out` has room for a row-major m×n block (its elements are read only with a bias, when
         // they are initialised); T is f32 or f64.

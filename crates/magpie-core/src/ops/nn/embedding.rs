@@ -1,6 +1,7 @@
 //! Embedding lookups (`embedding`, `embedding_bag`) and `one_hot`. Lookups are row gathers whose
 //! gradient is a scatter-add (rows at `padding_idx` get none); bags are sparse row maps.
 
+use super::embedding_rows::{self, Lookup};
 use super::gather::{take_rows, RowIdx};
 use super::resample::{apply_taps, Taps};
 use crate::autograd;
@@ -76,26 +77,10 @@ pub fn embedding(idx: &Tensor, w: &Tensor, padding_idx: Option<i64>, max_norm: O
     if let Some(m) = max_norm {
         renorm_rows(w, &rows, m, norm_type)?;
     }
-    // gather the rows of w^T ([d, n]) with the same index list for every feature
-    let l = rows.len();
-    let mut all = Vec::with_capacity(d * l);
-    for _ in 0..d {
-        all.extend_from_slice(&rows);
-    }
-    let wt = w.t()?;
-    // the padding row gets no gradient: route it through a detached copy
-    let wt = match pad {
-        Some(p) if w.requires_grad() => {
-            let keep = Tensor::arange(0i64, n as i64, 1i64)?.to_device(w.device())?.ne_scalar(p as i64)?;
-            let wd = w.detach().t()?;
-            keep.where_(&wt, &wd)?
-        }
-        _ => wt,
-    };
-    let g = take_rows(&wt, Arc::new(RowIdx { rows: d, per_row: l, n_src: n, idx: all }), &[d, l])?;
-    let mut shape: Vec<i64> = idx.shape().iter().map(|&v| v as i64).collect();
-    shape.push(d as i64);
-    g.t()?.reshape(&shape)
+    let mut shape = idx.shape().to_vec();
+    shape.push(d);
+    let lk = Arc::new(Lookup { rows, n, d });
+    embedding_rows::take(w, lk, None, pad, &shape)
 }
 
 /// `embedding_bag(input, weight, offsets, max_norm, norm_type, scale_grad_by_freq, mode,

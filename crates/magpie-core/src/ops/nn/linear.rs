@@ -4,7 +4,7 @@
 //! convolution path in `conv.rs`, which stays the reference this one is tested against.
 
 use crate::autograd::{self, Saved};
-use crate::backend::cpu::gemm::addmm_bias;
+use crate::backend::cpu::gemm::{addmm_bias, addmm_bias_on};
 use crate::device::Device;
 use crate::dtype::DType;
 use crate::tensor::Tensor;
@@ -44,6 +44,25 @@ pub(crate) fn linear_gemm(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Resu
         // products straight into tensors of the gradients' shapes (no views, so a leaf's
         // `.grad` takes them without a copy); with tensor ops when the gradient is differentiated
         let graph = autograd::is_grad_enabled();
+        if !graph && ctx.needs_input_grad(0) && ctx.needs_input_grad(1) && rayon::current_num_threads() > 1 {
+            // the two products side by side, one thread each (plus the bias column sum)
+            let w = sw.get()?;
+            let need_b = has_bias && ctx.needs_input_grad(2);
+            let (gx, (gw, gb)) = rayon::join(
+                || addmm_bias_on(&g2, &w, None, x.shape(), false),
+                || {
+                    rayon::join(
+                        || addmm_bias_on(&g2.t()?, &x2, None, &[outf, inf], false),
+                        || if need_b { g2.sum_dims(Some(&[0]), false, None).map(Some) } else { Ok(None) },
+                    )
+                },
+            );
+            let mut out = vec![Some(gx?), Some(gw?)];
+            if has_bias {
+                out.push(gb?);
+            }
+            return Ok(out);
+        }
         let gx = match (ctx.needs_input_grad(0), graph) {
             (false, _) => None,
             (true, false) => Some(addmm_bias(&g2, &sw.get()?, None, x.shape())?),

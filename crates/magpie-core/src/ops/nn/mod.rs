@@ -11,6 +11,7 @@ pub(crate) mod cross_entropy;
 pub mod ctc;
 pub mod dropout;
 pub mod embedding;
+mod embedding_rows;
 pub mod fold;
 pub(crate) mod gather;
 pub mod grid_sample;
