@@ -583,6 +583,8 @@ fn reduce_scatter_backward(
             (gx, if several { delayed_error(op, &gs)? } else { gs })
         }
         Reduce::Amax | Reduce::Amin => {
+            // the masks only compare with the output: no gradient flows through it
+            let out = &out.detach();
             let mask_self = if include_self { x.eq(out)?.to_dtype(dt)? } else { Tensor::zeros_on(x.shape(), dt, g.device())? };
             let picked = front::get(out, list)?;
             let mask_src = s.eq(&picked)?.to_dtype(dt)?;
