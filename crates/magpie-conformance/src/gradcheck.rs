@@ -7,6 +7,7 @@
 use crate::adapt::adapt;
 use crate::load::Loader;
 use crate::manifest::{Case, Manifest};
+use crate::sample_skip;
 use magpie_core::registry::{self, Value};
 use magpie_core::{autograd, DType, Error, Tensor};
 use serde::{Deserialize, Serialize};
@@ -37,6 +38,10 @@ pub struct OpResult {
     pub cases: usize,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub reason: String,
+    /// Samples left out by a rule of `sample_skip` ("id: check: why"); the op's other samples
+    /// were checked (up to the per-op number).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<String>,
 }
 
 /// op -> "grad" / "gradgrad" names of the checks that passed.
@@ -193,6 +198,8 @@ enum CaseOutcome {
     Passed,
     Mismatch(String),
     Excluded(String),
+    /// Left out by a `sample_skip` rule: does not count as one of the op's checked samples.
+    Skipped(String),
 }
 
 fn classify(e: &Error, second: bool) -> CaseOutcome {
@@ -220,6 +227,9 @@ fn check_case(case: &Case, loader: &mut Loader) -> Result<(CaseOutcome, Option<C
         orig.insert(k, t);
     }
     let g = case.grad.as_ref().ok_or("no gradient part")?;
+    if let Some(why) = sample_skip::grad_skip(case, &orig) {
+        return Ok((CaseOutcome::Skipped(why), None));
+    }
     let mut xs = Vec::new();
     for k in &g.wrt {
         let t = orig.get(k).ok_or_else(|| format!("wrt key '{k}' is not an argument"))?;
@@ -232,8 +242,10 @@ fn check_case(case: &Case, loader: &mut Loader) -> Result<(CaseOutcome, Option<C
     let f = CaseFn { case, orig };
     let opts = autograd::GradcheckOptions::default();
     let fun = |x: &[Tensor]| f.call(x);
+    let mut gg_skip = None;
     // random ops (dropout, rrelu, bernoulli, normal ...) give other values on every call
     if let (Ok(a), Ok(b)) = (fun(&xs), fun(&xs)) {
+        gg_skip = sample_skip::gradgrad_skip(case, &a);
         if !same_outputs(&a, &b) {
             return Ok((CaseOutcome::Excluded("random op: two calls on the same input differ".into()), None));
         }
@@ -248,6 +260,9 @@ fn check_case(case: &Case, loader: &mut Loader) -> Result<(CaseOutcome, Option<C
         Ok(_) => CaseOutcome::Passed,
         Err(e) => return Ok((classify(&e, false), None)),
     };
+    if let Some(why) = gg_skip {
+        return Ok((first, Some(CaseOutcome::Skipped(why))));
+    }
     let second = match autograd::gradgradcheck(fun, &xs, None, &opts) {
         Ok(_) => CaseOutcome::Passed,
         Err(e) => classify(&e, true),
@@ -268,7 +283,7 @@ pub fn run(m: &Manifest, bytes: &[u8], op: &Option<String>) -> Result<BTreeMap<S
     let mut results = BTreeMap::new();
     std::panic::set_hook(Box::new(|_| {}));
     for (name, cases) in by_op {
-        let excluded = |reason: &str| OpResult { grad: Outcome::Excluded, gradgrad: Outcome::Excluded, cases: 0, reason: reason.to_string() };
+        let excluded = |reason: &str| OpResult { grad: Outcome::Excluded, gradgrad: Outcome::Excluded, cases: 0, reason: reason.to_string(), skipped: Vec::new() };
         let with_grad: Vec<&Case> = cases.iter().copied().filter(|c| c.grad.is_some()).collect();
         if with_grad.is_empty() {
             results.insert(name, excluded("no gradient case: PyTorch does not differentiate this op (integer/bool outputs or not differentiable)"));
@@ -284,20 +299,28 @@ pub fn run(m: &Manifest, bytes: &[u8], op: &Option<String>) -> Result<BTreeMap<S
             continue;
         }
         pick.sort_by_key(|c| cost(c));
-        pick.truncate(CASES_PER_OP);
         let t0 = Instant::now();
-        let mut r = OpResult { grad: Outcome::Passed, gradgrad: Outcome::Passed, cases: pick.len(), reason: String::new() };
+        let mut r = OpResult { grad: Outcome::Passed, gradgrad: Outcome::Passed, cases: 0, reason: String::new(), skipped: Vec::new() };
         let mut grad_excl = 0;
         let mut gg_excl = 0;
+        // the cheapest CASES_PER_OP samples that no rule leaves out of gradcheck
         for c in &pick {
+            if r.cases == CASES_PER_OP {
+                break;
+            }
             let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check_case(c, &mut loader)));
             let (a, b) = match res {
                 Ok(Ok(x)) => x,
                 Ok(Err(e)) => return Err(format!("{}: malformed case data: {e}", c.id)),
                 Err(_) => (CaseOutcome::Mismatch("panic".into()), None),
             };
+            if let CaseOutcome::Skipped(m) = &a {
+                r.skipped.push(format!("{}: gradcheck and gradgradcheck: {m}", c.id));
+                continue;
+            }
+            r.cases += 1;
             match a {
-                CaseOutcome::Passed => {}
+                CaseOutcome::Passed | CaseOutcome::Skipped(_) => {}
                 CaseOutcome::Mismatch(m) => {
                     r.grad = Outcome::Failed;
                     r.reason = format!("{}: gradcheck: {m}", c.id);
@@ -312,6 +335,10 @@ pub fn run(m: &Manifest, bytes: &[u8], op: &Option<String>) -> Result<BTreeMap<S
             match b {
                 None => gg_excl += 1,
                 Some(CaseOutcome::Passed) => {}
+                Some(CaseOutcome::Skipped(m)) => {
+                    gg_excl += 1;
+                    r.skipped.push(format!("{}: gradgradcheck: {m}", c.id));
+                }
                 Some(CaseOutcome::Mismatch(m)) => {
                     r.gradgrad = Outcome::Failed;
                     if r.grad == Outcome::Passed {
@@ -326,13 +353,18 @@ pub fn run(m: &Manifest, bytes: &[u8], op: &Option<String>) -> Result<BTreeMap<S
                 }
             }
         }
-        if r.grad == Outcome::Passed && grad_excl == pick.len() {
+        if r.grad == Outcome::Passed && grad_excl == r.cases {
             r.grad = Outcome::Excluded;
         }
         if r.grad != Outcome::Passed {
             r.gradgrad = if r.grad == Outcome::Failed { Outcome::Failed } else { Outcome::Excluded };
-        } else if r.gradgrad == Outcome::Passed && gg_excl == pick.len() {
+        } else if r.gradgrad == Outcome::Passed && gg_excl == r.cases {
             r.gradgrad = Outcome::Excluded;
+        }
+        if r.reason.is_empty() && (r.grad == Outcome::Excluded || r.gradgrad == Outcome::Excluded) {
+            if let Some(s) = r.skipped.first() {
+                r.reason = s.clone();
+            }
         }
         let secs = t0.elapsed().as_secs_f64();
         if secs > 2.0 {
@@ -377,7 +409,9 @@ pub fn report(res: &BTreeMap<String, OpResult>) -> String {
          `autograd::gradcheck` and `gradgradcheck` with PyTorch's defaults (eps 1e-6, atol 1e-5, rtol 1e-3) on the inputs PyTorch differentiates.\n\n"
     ));
     s.push_str(&format!("- gradcheck: {gp} ops passed, {gf} failed, {ge} excluded\n"));
-    s.push_str(&format!("- gradgradcheck: {hp} ops passed, {hf} failed, {he} excluded\n\n"));
+    s.push_str(&format!("- gradgradcheck: {hp} ops passed, {hf} failed, {he} excluded\n"));
+    let skipped: usize = res.values().map(|r| r.skipped.len()).sum();
+    s.push_str(&format!("- samples left out of a check by a rule (listed below the table): {skipped}\n\n"));
     s.push_str("Ops listed FAILED are real disagreements (or forward errors) at the sample points, with the worst entry.\n\n");
     s.push_str("| op | gradcheck | gradgradcheck | cases | reason |\n| --- | --- | --- | --- | --- |\n");
     for (op, r) in res {
@@ -387,6 +421,21 @@ pub fn report(res: &BTreeMap<String, OpResult>) -> String {
         let reason = r.reason.replace('|', "\\|").replace('\n', " ");
         let reason: String = reason.chars().take(300).collect();
         s.push_str(&format!("| {op} | {} | {} | {} | {reason} |\n", word(&r.grad), word(&r.gradgrad), r.cases));
+    }
+    s.push_str("\nSamples left out by a rule for their op family (crates/magpie-conformance/src/sample_skip.rs); the op's other samples were checked:\n\n");
+    for (op, r) in res.iter().filter(|(_, r)| !r.skipped.is_empty()) {
+        // "id: checks: why" -> the ids per (checks, why)
+        let mut groups: Vec<(String, Vec<String>)> = Vec::new();
+        for x in &r.skipped {
+            let (id, rest) = x.split_once(": ").unwrap_or((x.as_str(), ""));
+            match groups.iter_mut().find(|(w, _)| w == rest) {
+                Some((_, ids)) => ids.push(id.to_string()),
+                None => groups.push((rest.to_string(), vec![id.to_string()])),
+            }
+        }
+        for (why, ids) in groups {
+            s.push_str(&format!("- {op} ({}): {why}\n", ids.join(", ")));
+        }
     }
     s.push_str("\nOps that passed both checks:\n\n");
     let ok: Vec<&str> = res.iter().filter(|(_, r)| r.grad == Outcome::Passed && r.gradgrad == Outcome::Passed).map(|(k, _)| k.as_str()).collect();

@@ -10,6 +10,7 @@ mod gradcheck;
 mod load;
 mod manifest;
 mod report;
+mod sample_skip;
 
 use case::{run_case, CaseResult, Status};
 use clap::Parser;
@@ -329,11 +330,14 @@ fn gradcheck_main(cli: &Cli) -> Result<i32, String> {
     let (hp, hf, he) = gradcheck::counts(&all, true);
     if cli.per_op {
         for (op, r) in &all {
-            println!("{op:40} grad {:?} gradgrad {:?} {}", r.grad, r.gradgrad, r.reason.chars().take(160).collect::<String>());
+            let skipped = if r.skipped.is_empty() { String::new() } else { format!(" ({} samples left out)", r.skipped.len()) };
+            println!("{op:40} grad {:?} gradgrad {:?}{skipped} {}", r.grad, r.gradgrad, r.reason.chars().take(160).collect::<String>());
         }
     }
     println!("gradcheck: {gp} ops passed, {gf} failed, {ge} excluded");
     println!("gradgradcheck: {hp} ops passed, {hf} failed, {he} excluded");
+    let skipped: usize = all.values().map(|r| r.skipped.len()).sum();
+    println!("samples left out by a rule (listed in the report): {skipped}");
     println!("({:.1} s)", t0.elapsed().as_secs_f64());
     if let Some(path) = &cli.gradcheck_report {
         std::fs::write(path, gradcheck::report(&all)).map_err(|e| format!("cannot write {}: {e}", path.display()))?;

@@ -518,14 +518,15 @@ fn reduce_scatter(op: &'static str, x: &Tensor, list: Vec<Option<Tensor>>, src: 
         let g = &g[0];
         let x = sx.get()?;
         let s = ss.get()?;
-        let out = ctx.output(0)?.detach();
-        let (gx, gs) = reduce_scatter_backward(&x, &s, &out, g, &list, mode, include_self)?;
+        let out = ctx.output(0)?;
+        let (gx, gs) = reduce_scatter_backward(op, &x, &s, &out, g, &list, mode, include_self)?;
         Ok(vec![if ctx.needs_input_grad(0) { Some(gx) } else { None }, if ctx.needs_input_grad(1) { Some(gs) } else { None }])
     });
     Ok(out)
 }
 
 fn reduce_scatter_backward(
+    op: &'static str,
     x: &Tensor,
     s: &Tensor,
     out: &Tensor,
@@ -557,27 +558,33 @@ fn reduce_scatter_backward(
             (gx, front::get(&gn, list)?)
         }
         Reduce::Prod => {
-            // d out / d x = product of the values scattered there (no division, so zeros in x are fine)
+            // PyTorch's scatter_reduce_backward / index_reduce_backward, with tensor ops so that
+            // the gradients are differentiable again (they use the undetached output).
+            // d out / d x = product of the values scattered there (no division: zeros in x are fine)
             let ones_x = Tensor::ones_on(x.shape(), dt, g.device())?;
-            let prod_src = reduce_scatter("scatter_reduce", &ones_x, list.to_vec(), s, Reduce::Prod, true)?;
+            let prod_src = reduce_scatter(op, &ones_x, list.to_vec(), s, Reduce::Prod, true)?;
             let gx = if include_self { touched.where_(&g.mul(&prod_src)?, g)? } else { touched.where_(&zero, g)? };
-            // d out / d src_k = out / src_k, or the product of the others where src_k == 0
-            let base = if include_self { x.clone() } else { ones_x };
-            let (s_zero, b_zero) = (s.eq_scalar(0)?, base.eq_scalar(0)?);
-            let s_nz = s_zero.where_(&one, s)?;
-            let (prod_nz, zc) = {
+            // d out / d src_k = out / src_k; where src_k is the only zero scattered to its position,
+            // the product of the others (src_k replaced by 1); where more zeros meet, 0
+            let s_zero = s.eq_scalar(0)?;
+            let n_zero = {
                 let _ng = autograd::no_grad();
-                let b_nz = b_zero.where_(&one, &base)?;
-                let p = scatter_reduce_raw(&b_nz, list, &s_nz, Reduce::Prod, true)?;
-                let z = scatter_reduce_raw(&b_zero.to_dtype(dt)?, list, &s_zero.to_dtype(dt)?, Reduce::Sum, true)?;
-                (p, z)
+                let c = scatter_reduce_raw(&Tensor::zeros_on(x.shape(), dt, g.device())?, list, &s_zero.to_dtype(dt)?, Reduce::Sum, true)?;
+                front::get(&c, list)?
             };
-            let normal = front::get(&g.mul(out)?, list)?.div(&s_nz)?;
-            let lone = front::get(&zc, list)?.eq_scalar(1)?;
-            let special = lone.where_(&front::get(&g.mul(&prod_nz)?, list)?, &zero)?;
-            (gx, s_zero.where_(&special, &normal)?)
+            let single = s_zero.logical_and(&n_zero.eq_scalar(1)?)?;
+            let base = if include_self { x.clone() } else { ones_x };
+            let masked_res = reduce_scatter(op, &base, list.to_vec(), &single.where_(&one, s)?, Reduce::Prod, true)?;
+            let normal = front::get(&g.mul(out)?, list)?.div(&s_zero.where_(&one, s)?)?;
+            let gs = single.where_(&front::get(&g.mul(&masked_res)?, list)?, &normal)?;
+            // the second derivative between two zeros of one position is not computed (as in
+            // PyTorch): differentiating this gradient again fails
+            let several = autograd::is_grad_enabled() && n_zero.gt_scalar(1)?.any_dims(None, false)?.item()?.to_i64() != 0;
+            (gx, if several { delayed_error(op, &gs)? } else { gs })
         }
         Reduce::Amax | Reduce::Amin => {
+            // the masks only compare with the output: no gradient flows through it
+            let out = &out.detach();
             let mask_self = if include_self { x.eq(out)?.to_dtype(dt)? } else { Tensor::zeros_on(x.shape(), dt, g.device())? };
             let picked = front::get(out, list)?;
             let mask_src = s.eq(&picked)?.to_dtype(dt)?;
@@ -591,4 +598,15 @@ fn reduce_scatter_backward(
             (gx, front::get(&gc, list)?.mul(&mask_src)?)
         }
     })
+}
+
+/// `g` with a node that fails when differentiated (PyTorch's `DelayedError` in
+/// scatter_reduce_backward / index_reduce_backward for several zeros at one position).
+fn delayed_error(op: &'static str, g: &Tensor) -> Result<Tensor> {
+    let out = g.detach();
+    let src = if op == "index_reduce" { "source" } else { "src" };
+    autograd::record("DelayedError", &[g], &[out.clone()], move |_, _| {
+        Err(Error::autograd(op, format!("{op}(): Double backward is unsupported for {src} when >1 zeros in {src} are scattered to the same position in self")))
+    });
+    Ok(out)
 }

@@ -43,7 +43,18 @@ pub(crate) fn register(r: &mut Registry) {
     });
     r.add("narrow", |a| {
         let x = a.tensor(0, "input")?;
-        t(x.narrow(a.int(1, "dim")?, a.int(2, "start")?, a.int(3, "length")?)?)
+        let dim = a.int(1, "dim")?;
+        // `narrow.Tensor`: PyTorch also takes `start` as a 0-d integer tensor
+        let start = match a.get(2, "start") {
+            Some(Value::Tensor(s)) => {
+                if s.ndim() != 0 || !s.dtype().is_int() {
+                    return Err(crate::Error::value("narrow", "start must be an 0-dim integral Tensor."));
+                }
+                s.item()?.to_i64()
+            }
+            _ => a.int(2, "start")?,
+        };
+        t(x.narrow(dim, start, a.int(3, "length")?)?)
     });
     r.add("select", |a| {
         let x = a.tensor(0, "input")?;
