@@ -90,19 +90,11 @@ impl Module for CausalSelfAttention {
         };
         let (b, t, c, h) = (b as i64, t as i64, c as i64, self.n_head as i64);
         let qkv = self.c_attn.forward(x)?;
-        // On CUDA the three parts are taken with index_select (its gradient is a native
-        // index_add) until narrow's gradient (a strided add into zeros) has a CUDA kernel.
-        let cuda = qkv.device().is_cuda();
-        let part = |i: i64| -> Result<Tensor> {
-            if cuda {
-                let idx = Tensor::arange(i * c, (i + 1) * c, 1i64)?.to_device(qkv.device())?;
-                qkv.index_select(2, &idx)
-            } else {
-                qkv.narrow(2, i * c, c)
-            }
-        };
-        let heads = |i: i64| part(i)?.reshape(&[b, t, h, c / h])?.transpose(1, 2);
-        let (q, k, v) = (heads(0)?, heads(1)?, heads(2)?);
+        // one split node (nanoGPT's `qkv.split(n_embd, dim=2)`): its gradient is one buffer the
+        // three parts are copied into, not three zero-filled buffers added together
+        let parts = qkv.split(c, 2)?;
+        let heads = |t_: &Tensor| t_.reshape(&[b, t, h, c / h])?.transpose(1, 2);
+        let (q, k, v) = (heads(&parts[0])?, heads(&parts[1])?, heads(&parts[2])?);
         let p = if self.training { self.dropout } else { 0.0 };
         let y = scaled_dot_product_attention(&q, &k, &v, None, p, true, None, false)?;
         let y = y.transpose(1, 2)?.reshape(&[b, t, c])?;
