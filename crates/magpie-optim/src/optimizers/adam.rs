@@ -89,8 +89,9 @@ fn adam_update<T: OptFloat>(g: &ParamGroup, ps: &mut ParamState, p: &mut [T], gr
     if grad.len() != n {
         return Err(magpie_core::Error::shape("Adam", format!("gradient of {} elements for a parameter of {n}", grad.len())));
     }
-    const CHUNK: usize = 1 << 14;
-    if n >= 4 * CHUNK && !amsgrad {
+    // ~10 us of work per task: parameters from 2 chunks up are split (a GPT's weight matrices)
+    const CHUNK: usize = 1 << 12;
+    if n >= 2 * CHUNK && !amsgrad && rayon::current_num_threads() > 1 {
         use rayon::prelude::*;
         p.par_chunks_mut(CHUNK).zip(m.par_chunks_mut(CHUNK)).zip(v.par_chunks_mut(CHUNK)).zip(grad.par_chunks(CHUNK)).for_each(
             |(((p, m), v), g)| body(p, m, v, &mut [], g),
