@@ -24,6 +24,7 @@ pub mod scalar;
 pub mod shape;
 pub mod storage;
 mod tensor;
+pub mod threads;
 
 pub use device::Device;
 pub use dtype::DType;

@@ -59,6 +59,7 @@ impl StorageCell {
     pub fn new(s: Storage) -> Self {
         if matches!(s, Storage::Cpu(_)) {
             heap::keep_freed_memory();
+            crate::threads::adopt_main_thread();
         }
         StorageCell { data: RwLock::new(s), version: AtomicU64::new(0) }
     }
