@@ -66,24 +66,19 @@ fn adam_update<T: OptFloat>(g: &ParamGroup, ps: &mut ParamState, p: &mut [T], gr
     let (w1, tb2, w2) = (c(1.0 - b1), c(b2), c(1.0 - b2));
     let decay = c(1.0 - lr * wd);
     let wdc = c(wd);
+    let k = Consts { step_size, bc2_sqrt, eps, w1, tb2, w2, decay, wdc, maximize, decoupled, l2: !decoupled && wd != 0.0 };
     // one pass over (p, m, v, grad[, vmax]) per element; parameters split over threads when large
     let body = |p: &mut [T], m: &mut [T], v: &mut [T], vmax: &mut [T], grad: &[T]| {
-        for i in 0..p.len() {
-            let mut d = if maximize { -grad[i] } else { grad[i] };
-            if decoupled {
-                p[i] = p[i] * decay;
-            } else if wd != 0.0 {
-                d = d + wdc * p[i];
-            }
-            // exp_avg.lerp_(grad, 1 - beta1); exp_avg_sq.mul_(beta2).addcmul_(grad, grad, 1 - beta2)
-            adam_moments(&mut m[i], &mut v[i], d, w1, tb2, w2);
-            let denom = if amsgrad {
+        if amsgrad {
+            for i in 0..p.len() {
+                let d = k.decayed(&mut p[i], grad[i]);
+                adam_moments(&mut m[i], &mut v[i], d, w1, tb2, w2);
                 vmax[i] = vmax[i].max(v[i]);
-                vmax[i].sqrt() / bc2_sqrt + eps
-            } else {
-                v[i].sqrt() / bc2_sqrt + eps
-            };
-            p[i] = p[i] - step_size * (m[i] / denom);
+                p[i] = p[i] - step_size * (m[i] / (vmax[i].sqrt() / bc2_sqrt + eps));
+            }
+        } else {
+            // the common case, branch-free and without bounds checks so that it vectorizes (AVX2)
+            magpie_core::backend::cpu::simd::with_best(|| adam_plain(p, m, v, grad, &k));
         }
     };
     if grad.len() != n {
@@ -105,6 +100,48 @@ fn adam_update<T: OptFloat>(g: &ParamGroup, ps: &mut ParamState, p: &mut [T], gr
         put(ps, "max_exp_avg_sq", vmax);
     }
     Ok(())
+}
+
+/// Adam's per-step scalars, in the parameter's precision.
+struct Consts<T> {
+    step_size: T,
+    bc2_sqrt: T,
+    eps: T,
+    w1: T,
+    tb2: T,
+    w2: T,
+    decay: T,
+    wdc: T,
+    maximize: bool,
+    decoupled: bool,
+    l2: bool,
+}
+
+impl<T: OptFloat> Consts<T> {
+    /// The (sign-adjusted) gradient after weight decay: AdamW scales the parameter, Adam adds
+    /// `wd * p` to the gradient.
+    #[inline(always)]
+    fn decayed(&self, p: &mut T, g: T) -> T {
+        let d = if self.maximize { -g } else { g };
+        if self.decoupled {
+            *p = *p * self.decay;
+            d
+        } else if self.l2 {
+            d + self.wdc * *p
+        } else {
+            d
+        }
+    }
+}
+
+/// `p -= step_size * m / (sqrt(v) / bc2_sqrt + eps)` after the moment updates (no amsgrad).
+#[inline(always)]
+fn adam_plain<T: OptFloat>(p: &mut [T], m: &mut [T], v: &mut [T], grad: &[T], k: &Consts<T>) {
+    for (((p, m), v), &g) in p.iter_mut().zip(m.iter_mut()).zip(v.iter_mut()).zip(grad) {
+        let d = k.decayed(p, g);
+        adam_moments(m, v, d, k.w1, k.tb2, k.w2);
+        *p = *p - k.step_size * (*m / (v.sqrt() / k.bc2_sqrt + k.eps));
+    }
 }
 
 fn adam<T: OptFloat>(g: &ParamGroup, ps: &mut ParamState, p: &mut [T], grad: &[T]) -> Result<()> {
