@@ -306,3 +306,31 @@ fn attention_double_backward_matches_composite() {
         close(&format!("sdpa second-order grad {i}"), x, y, 1e-4);
     }
 }
+
+/// The thread-split paths of `linear` (forward rows in independent blocks, backward products side
+/// by side) at a size that takes them, in pools of 1-3 threads, against the f64 reference;
+/// also a transposed (strided) input, whose row blocks start at a column offset.
+#[test]
+fn linear_thread_splits_match_reference() {
+    magpie_core::ops::random::manual_seed(9);
+    let (m, i, o) = (1030usize, 100usize, 70usize);
+    let (x, w, b, g) = (randn(&[m, i]), randn(&[o, i]), randn(&[o]), randn(&[m, o]));
+    let xt = randn(&[i, m]).mt().unwrap();
+    let fused = |a: &[Tensor]| nn::linear(&a[0], &a[1], Some(&a[2]));
+    let reference = |a: &[Tensor]| a[0].matmul(&a[1].t()?)?.add(&a[2]);
+    for threads in 1..=3 {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+        pool.install(|| {
+            for input in [&x, &xt] {
+                let ins = [input.clone(), w.clone(), b.clone()];
+                let (y, gs) = value_and_grads(&fused, &ins, Some(&g));
+                let (yr, gr) = value_and_grads(&reference, &to64(&ins), Some(&g));
+                close(&format!("linear value, {threads} threads"), &y, &yr, 1e-5);
+                // dW and the bias gradient sum 1030 f32 products: a looser bound than the value's
+                for (k, (a, r)) in gs.iter().zip(&gr).enumerate() {
+                    close(&format!("linear grad {k}, {threads} threads"), a, r, 1e-4);
+                }
+            }
+        });
+    }
+}

@@ -12,6 +12,9 @@ use rayon::prelude::*;
 /// Below this many multiply-adds per matrix, batches are split across threads instead of
 /// each product (thread wake-up costs more than a small product).
 const SMALL_GEMM: usize = 64 * 64 * 64;
+/// Largest right-hand side (`k * n` elements) for which `addmm_bias` splits rows into
+/// independent products rather than letting the gemm crate share the packed operand.
+const ROW_SPLIT_MAX_RHS: usize = 1 << 18;
 
 /// Where one operand's matrices lie: offsets of each batch's matrix, and the row and column
 /// strides of the matrix (in elements).
@@ -231,32 +234,54 @@ fn addmm_bias_t<T: Element>(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, out_s
             None => sa,
         };
         let (lx, lw) = (x.layout(), w.layout());
-        let par = if split && m * n * k >= SMALL_GEMM { gemm::Parallelism::Rayon(rayon::current_num_threads()) } else { gemm::Parallelism::None };
-        // SAFETY: both layouts lie within their storages (checked when the views were made) and
-        // `out` has room for a row-major m×n block (its elements are read only with a bias, when
-        // they are initialised); T is f32 or f64.
+        let threads = rayon::current_num_threads();
+        let (po, pa, pb) = (out.as_mut_ptr() as usize, sa.as_ptr() as usize, sb.as_ptr() as usize);
+        // rows r0..r1 of the product, on `par`
+        let rows = |r0: usize, r1: usize, par: gemm::Parallelism| {
+            // SAFETY: both layouts lie within their storages (checked when the views were made),
+            // rows r0..r1 of x and of the row-major m×n `out` are in bounds, each call writes only
+            // its own rows (read first only with a bias, when they are initialised); T is f32 or f64.
+            unsafe {
+                gemm::gemm(
+                    r1 - r0,
+                    n,
+                    k,
+                    (po as *mut T).add(r0 * n),
+                    1,
+                    n as isize,
+                    bias.is_some(),
+                    (pa as *const T).add(lx.offset + r0 * lx.strides[0]),
+                    lx.strides[1] as isize,
+                    lx.strides[0] as isize,
+                    (pb as *const T).add(lw.offset),
+                    lw.strides[1] as isize,
+                    lw.strides[0] as isize,
+                    T::from_f64(1.0),
+                    T::from_f64(1.0),
+                    false,
+                    false,
+                    false,
+                    par,
+                )
+            }
+        };
+        if !split || m * n * k < SMALL_GEMM || threads == 1 {
+            rows(0, m, gemm::Parallelism::None);
+        } else if k * n <= ROW_SPLIT_MAX_RHS && m >= 128 * threads {
+            // a small right-hand side: one independent product per block of rows (each packs the
+            // whole, small, weight itself; no synchronisation inside), measured faster than the
+            // crate's own split at a GPT's shapes (`gemm-threads`, benchmark/NOTES.md)
+            let per = m.div_ceil(threads);
+            (0..threads).into_par_iter().for_each(|t| {
+                let (r0, r1) = (t * per, ((t + 1) * per).min(m));
+                if r0 < r1 {
+                    rows(r0, r1, gemm::Parallelism::None);
+                }
+            });
+        } else {
+            rows(0, m, gemm::Parallelism::Rayon(threads));
+        }
         unsafe {
-            gemm::gemm(
-                m,
-                n,
-                k,
-                out.as_mut_ptr(),
-                1,
-                n as isize,
-                bias.is_some(),
-                sa.as_ptr().add(lx.offset),
-                lx.strides[1] as isize,
-                lx.strides[0] as isize,
-                sb.as_ptr().add(lw.offset),
-                lw.strides[1] as isize,
-                lw.strides[0] as isize,
-                T::from_f64(1.0),
-                T::from_f64(1.0),
-                false,
-                false,
-                false,
-                par,
-            );
             // SAFETY: the product (k > 0) wrote all m×n elements.
             out.set_len(m * n);
         }
