@@ -502,6 +502,18 @@ impl RnnCellBase {
 }
 
 macro_rules! cell_module {
+    // a cell whose state is the hidden state alone: its typed `forward(input, hx)` too
+    ($t:ident, $name:literal, hidden) => {
+        impl $t {
+            /// `forward(input, hx)`: the next hidden state.
+            pub fn forward(&self, input: &Tensor, hx: Option<&Tensor>) -> Result<Tensor> {
+                Ok(self.base.run(input, hx, None)?.0)
+            }
+        }
+        cell_module!($t, $name, fn forward(&self, x: &Tensor) -> Result<Tensor> {
+            $t::forward(self, x, None)
+        });
+    };
     ($t:ident, $name:literal, $($fwd:tt)*) => {
         impl std::ops::Deref for $t {
             type Target = RnnCellBase;
@@ -535,14 +547,8 @@ impl RNNCell {
         let mode = if relu { RnnMode::RnnRelu } else { RnnMode::RnnTanh };
         Ok(RNNCell { base: RnnCellBase::new(mode, input_size, hidden_size, bias)? })
     }
-    /// `forward(input, hx)`: the next hidden state.
-    pub fn forward(&self, input: &Tensor, hx: Option<&Tensor>) -> Result<Tensor> {
-        Ok(self.base.run(input, hx, None)?.0)
-    }
 }
-cell_module!(RNNCell, "RNNCell", fn forward(&self, x: &Tensor) -> Result<Tensor> {
-    RNNCell::forward(self, x, None)
-});
+cell_module!(RNNCell, "RNNCell", hidden);
 
 /// `nn.GRUCell(input_size, hidden_size, bias)`.
 pub struct GRUCell {
@@ -554,14 +560,8 @@ impl GRUCell {
     pub fn new(input_size: usize, hidden_size: usize, bias: bool) -> Result<GRUCell> {
         Ok(GRUCell { base: RnnCellBase::new(RnnMode::Gru, input_size, hidden_size, bias)? })
     }
-    /// `forward(input, hx)`: the next hidden state.
-    pub fn forward(&self, input: &Tensor, hx: Option<&Tensor>) -> Result<Tensor> {
-        Ok(self.base.run(input, hx, None)?.0)
-    }
 }
-cell_module!(GRUCell, "GRUCell", fn forward(&self, x: &Tensor) -> Result<Tensor> {
-    GRUCell::forward(self, x, None)
-});
+cell_module!(GRUCell, "GRUCell", hidden);
 
 /// `nn.LSTMCell(input_size, hidden_size, bias)`.
 pub struct LSTMCell {
