@@ -88,38 +88,22 @@ pub fn solve(a: &[f64], b: &[f64], n: usize, r: usize) -> Option<Vec<f64>> {
 /// Solves `T X = B` in place (`T` is `n×n`, `B` is `n×r`), using only the upper or lower triangle
 /// of `T`, with a unit diagonal when `unit`.
 pub fn tri_solve(t: &[f64], b: &mut [f64], n: usize, r: usize, upper: bool, unit: bool) {
-    if upper {
-        for i in (0..n).rev() {
-            for k in i + 1..n {
-                let f = t[i * n + k];
-                if f != 0.0 {
-                    for c in 0..r {
-                        b[i * r + c] -= f * b[k * r + c];
-                    }
-                }
-            }
-            if !unit {
-                let d = t[i * n + i];
+    // back substitution (upper: last row first) or forward substitution (lower: first row first)
+    for s in 0..n {
+        let i = if upper { n - 1 - s } else { s };
+        let solved = if upper { i + 1..n } else { 0..i };
+        for k in solved {
+            let f = t[i * n + k];
+            if f != 0.0 {
                 for c in 0..r {
-                    b[i * r + c] /= d;
+                    b[i * r + c] -= f * b[k * r + c];
                 }
             }
         }
-    } else {
-        for i in 0..n {
-            for k in 0..i {
-                let f = t[i * n + k];
-                if f != 0.0 {
-                    for c in 0..r {
-                        b[i * r + c] -= f * b[k * r + c];
-                    }
-                }
-            }
-            if !unit {
-                let d = t[i * n + i];
-                for c in 0..r {
-                    b[i * r + c] /= d;
-                }
+        if !unit {
+            let d = t[i * n + i];
+            for c in 0..r {
+                b[i * r + c] /= d;
             }
         }
     }
