@@ -69,6 +69,17 @@ pub trait Module: Send + Sync {
     }
 }
 
+/// The tensors that are present among named optional ones, in order: the usual body of
+/// `local_parameters` / `local_buffers` (`present([("weight", Some(&self.weight)), ("bias", self.bias.as_ref())])`).
+pub(crate) fn present<'a, const K: usize>(items: [(&'static str, Option<&'a Tensor>); K]) -> Vec<(&'static str, &'a Tensor)> {
+    items.into_iter().filter_map(|(n, t)| t.map(|t| (n, t))).collect()
+}
+
+/// [`present`] for the `_mut` lists (`self.bias.as_mut()`).
+pub(crate) fn present_mut<'a, const K: usize>(items: [(&'static str, Option<&'a mut Tensor>); K]) -> Vec<(&'static str, &'a mut Tensor)> {
+    items.into_iter().filter_map(|(n, t)| t.map(|t| (n, t))).collect()
+}
+
 /// What `load_state_dict` found: keys the module has but the dict lacks, and the reverse.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LoadReport {

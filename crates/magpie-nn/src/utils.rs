@@ -18,17 +18,7 @@ pub fn clip_grad_norm_(params: &[Tensor], max_norm: f64, norm_type: f64, error_i
     if norm_type == 2.0 && grads.iter().all(|g| g.device().is_cuda()) {
         if let Some(ss) = magpie_core::backend::cuda::optim::sum_of_squares(&grads)? {
             let total = ss.sqrt()?.to_dtype(grads[0].dtype())?;
-            let tv = ss.item()?.to_f64().sqrt();
-            if error_if_nonfinite && !tv.is_finite() {
-                return Err(Error::value(
-                    "clip_grad_norm_",
-                    format!("The total norm of order {norm_type} for gradients from `parameters` is non-finite, so it cannot be clipped."),
-                ));
-            }
-            let coef = (max_norm / (tv + 1e-6)).min(1.0);
-            for g in &grads {
-                g.mul_scalar_(coef)?;
-            }
+            scale_to_norm(&grads, ss.item()?.to_f64().sqrt(), max_norm, norm_type, error_if_nonfinite)?;
             return Ok(total);
         }
     }
@@ -38,19 +28,25 @@ pub fn clip_grad_norm_(params: &[Tensor], max_norm: f64, norm_type: f64, error_i
         .collect::<Result<Vec<_>>>()?;
     let stacked = magpie_core::ops::shape_ops::stack(&norms, 0)?;
     let total = stacked.norm_p(norm_type, None, false, None)?;
-    let tv = total.item()?.to_f64();
+    scale_to_norm(&grads, total.item()?.to_f64(), max_norm, norm_type, error_if_nonfinite)?;
+    Ok(total)
+}
+
+/// The end of `clip_grad_norm_` once the total norm `tv` is known: the non-finite check, then
+/// every gradient scaled by PyTorch's `clip_coef = max_norm / (total + 1e-6)` clamped to at
+/// most 1 (multiplied in always).
+fn scale_to_norm(grads: &[Tensor], tv: f64, max_norm: f64, norm_type: f64, error_if_nonfinite: bool) -> Result<()> {
     if error_if_nonfinite && !tv.is_finite() {
         return Err(Error::value(
             "clip_grad_norm_",
             format!("The total norm of order {norm_type} for gradients from `parameters` is non-finite, so it cannot be clipped."),
         ));
     }
-    // PyTorch: clip_coef = max_norm / (total + 1e-6), clamped to at most 1, multiplied in always
     let coef = (max_norm / (tv + 1e-6)).min(1.0);
-    for g in &grads {
+    for g in grads {
         g.mul_scalar_(coef)?;
     }
-    Ok(total)
+    Ok(())
 }
 
 /// `clip_grad_value_(parameters, clip_value)`: clamps every gradient element to ±clip_value.

@@ -96,16 +96,22 @@ pub fn jvp(
     check_like("jvp", "v", inputs, v)?;
     let xs = prepare("jvp", inputs, create_graph)?;
     let outs = f(&xs)?;
-    let us: Vec<Tensor> = outs.iter().map(|o| o.zeros_like()?.requires_grad_(true)).collect::<Result<_>>()?;
-    let jt_u = grads_or_zeros(&outs, &xs, &us, true)?;
-    let (jt, vs): (Vec<Tensor>, Vec<Tensor>) = jt_u.into_iter().zip(v.iter().cloned()).filter(|(g, _)| g.requires_grad()).unzip();
-    let jv = if jt.is_empty() {
-        outs.iter().map(|o| o.zeros_like()).collect::<Result<Vec<_>>>()?
-    } else {
-        let gs = grad(&jt, &us, &vs, true, create_graph, true)?;
-        gs.into_iter().zip(&outs).map(|(g, o)| g.map_or_else(|| o.zeros_like(), Ok)).collect::<Result<_>>()?
-    };
+    let jv = double_vjp(&outs, &xs, v, create_graph)?;
     Ok((finish(outs, create_graph), finish(jv, create_graph)))
+}
+
+/// `J v` for `ys` as functions of `xs` (`v` shaped like `xs`), by the double-vjp trick:
+/// `u -> J^T u` is linear in `u`, and its vjp with `v` is `J v`. Zeros (shaped like `ys`) where
+/// nothing depends on the inputs.
+fn double_vjp(ys: &[Tensor], xs: &[Tensor], v: &[Tensor], create_graph: bool) -> Result<Vec<Tensor>> {
+    let us: Vec<Tensor> = ys.iter().map(|o| o.zeros_like()?.requires_grad_(true)).collect::<Result<_>>()?;
+    let jt_u = grads_or_zeros(ys, xs, &us, true)?;
+    let (jt, vs): (Vec<Tensor>, Vec<Tensor>) = jt_u.into_iter().zip(v.iter().cloned()).filter(|(g, _)| g.requires_grad()).unzip();
+    if jt.is_empty() {
+        return ys.iter().map(|o| o.zeros_like()).collect();
+    }
+    let gs = grad(&jt, &us, &vs, true, create_graph, true)?;
+    gs.into_iter().zip(ys).map(|(g, o)| g.map_or_else(|| o.zeros_like(), Ok)).collect()
 }
 
 /// `jacobian(f, inputs)`: `J[i][j]` of shape `outputs[i].shape ++ inputs[j].shape`, by one
@@ -198,6 +204,22 @@ fn scalar_grad(op: &str, outs: &[Tensor], xs: &[Tensor]) -> Result<Vec<Tensor>> 
     grads_or_zeros(&[y], xs, &[one], true)
 }
 
+/// The start of `vhp` / `hvp` (under `enable_grad`): `v` checked against `inputs`, the inputs'
+/// aliases, `f`'s outputs and the gradient of its scalar output, with its graph.
+fn scalar_and_grad(
+    op: &str,
+    f: impl Fn(&[Tensor]) -> Result<Vec<Tensor>>,
+    inputs: &[Tensor],
+    v: &[Tensor],
+    create_graph: bool,
+) -> Result<(Vec<Tensor>, Vec<Tensor>, Vec<Tensor>)> {
+    check_like(op, "v", inputs, v)?;
+    let xs = prepare(op, inputs, create_graph)?;
+    let outs = f(&xs)?;
+    let g = scalar_grad(op, &outs, &xs)?;
+    Ok((xs, outs, g))
+}
+
 /// `vhp(f, inputs, v)` for a scalar `f`: `(f(inputs), v^T H)` by a double backward.
 pub fn vhp(
     f: impl Fn(&[Tensor]) -> Result<Vec<Tensor>>,
@@ -206,10 +228,7 @@ pub fn vhp(
     create_graph: bool,
 ) -> Result<(Tensor, Vec<Tensor>)> {
     let _g = enable_grad();
-    check_like("vhp", "v", inputs, v)?;
-    let xs = prepare("vhp", inputs, create_graph)?;
-    let outs = f(&xs)?;
-    let g = scalar_grad("vhp", &outs, &xs)?;
+    let (xs, outs, g) = scalar_and_grad("vhp", f, inputs, v, create_graph)?;
     let r = grads_or_zeros(&g, &xs, v, create_graph)?;
     Ok((outs[0].detach_if(!create_graph), finish(r, create_graph)))
 }
@@ -222,20 +241,8 @@ pub fn hvp(
     v: &[Tensor],
     create_graph: bool,
 ) -> Result<(Tensor, Vec<Tensor>)> {
-    let _g = enable_grad();
-    check_like("hvp", "v", inputs, v)?;
-    let xs = prepare("hvp", inputs, create_graph)?;
-    let outs = f(&xs)?;
-    let g = scalar_grad("hvp", &outs, &xs)?;
-    // g = grad f (as a function of x); u -> J_g^T u is linear in u, its vjp with v is J_g v = H v
-    let us: Vec<Tensor> = g.iter().map(|t| t.zeros_like()?.requires_grad_(true)).collect::<Result<_>>()?;
-    let jt_u = grads_or_zeros(&g, &xs, &us, true)?;
-    let (jt, vs): (Vec<Tensor>, Vec<Tensor>) = jt_u.into_iter().zip(v.iter().cloned()).filter(|(t, _)| t.requires_grad()).unzip();
-    let hv = if jt.is_empty() {
-        xs.iter().map(|x| x.zeros_like()).collect::<Result<Vec<_>>>()?
-    } else {
-        let gs = grad(&jt, &us, &vs, true, create_graph, true)?;
-        gs.into_iter().zip(&xs).map(|(t, x)| t.map_or_else(|| x.zeros_like(), Ok)).collect::<Result<_>>()?
-    };
+    let (xs, outs, g) = scalar_and_grad("hvp", f, inputs, v, create_graph)?;
+    // g = grad f (as a function of x, shaped like x): J_g v = H v
+    let hv = double_vjp(&g, &xs, v, create_graph)?;
     Ok((outs[0].detach_if(!create_graph), finish(hv, create_graph)))
 }

@@ -32,6 +32,16 @@ fn simple(a: &mut Args, f: fn(&Tensor, &Tensor, Reduction) -> Result<Tensor>) ->
     t(f(&x, &y, r)?)
 }
 
+/// `f(input1, input2, target, margin=0, size_average, reduce, reduction)`-shaped losses.
+fn pair_margin(a: &mut Args, f: fn(&Tensor, &Tensor, &Tensor, f64, Reduction) -> Result<Tensor>) -> Result<Value> {
+    let x1 = a.tensor(0, "input1")?;
+    let x2 = a.tensor(1, "input2")?;
+    let y = a.tensor(2, "target")?;
+    let m = a.float_or(3, "margin", 0.0)?;
+    let r = reduction(a, Some(4), Some(5), 6)?;
+    t(f(&x1, &x2, &y, m, r)?)
+}
+
 /// CTC lengths: a list of ints or an integer tensor (0-d or 1-d).
 fn lengths(a: &mut Args, i: usize, name: &str) -> Result<Vec<i64>> {
     match a.get_some(i, name) {
@@ -92,14 +102,8 @@ pub(crate) fn register(r: &mut super::super::Registry) {
         let x = a.tensor(0, "input")?;
         let y = a.tensor(1, "target")?;
         let w = a.opt_tensor(2, "weight")?;
-        let sa = a.get_some(3, "size_average").map(|v| matches!(v, Value::Bool(true)));
         let ii = a.int_or(4, "ignore_index", -100)?;
-        let rd = a.get_some(5, "reduce").map(|v| matches!(v, Value::Bool(true)));
-        let s = a.opt_str(6, "reduction")?.unwrap_or_else(|| "mean".into());
-        let mut r = Reduction::parse(a.op(), &s)?;
-        if sa.is_some() || rd.is_some() {
-            r = Reduction::legacy(sa, rd);
-        }
+        let r = reduction(a, Some(3), Some(5), 6)?;
         t(loss::nll_loss(&x, &y, w.as_ref(), ii, r)?)
     });
     r.add("nn.functional.cross_entropy", |a| {
@@ -141,14 +145,7 @@ pub(crate) fn register(r: &mut super::super::Registry) {
         let lt = a.bool_or(5, "log_target", false)?;
         t(loss::kl_div(&x, &y, &s, lt)?)
     });
-    r.add("nn.functional.margin_ranking_loss", |a| {
-        let x1 = a.tensor(0, "input1")?;
-        let x2 = a.tensor(1, "input2")?;
-        let y = a.tensor(2, "target")?;
-        let m = a.float_or(3, "margin", 0.0)?;
-        let r = reduction(a, Some(4), Some(5), 6)?;
-        t(loss::margin_ranking_loss(&x1, &x2, &y, m, r)?)
-    });
+    r.add("nn.functional.margin_ranking_loss", |a| pair_margin(a, loss::margin_ranking_loss));
     r.add("nn.functional.hinge_embedding_loss", |a| {
         let x = a.tensor(0, "input")?;
         let y = a.tensor(1, "target")?;
@@ -156,14 +153,7 @@ pub(crate) fn register(r: &mut super::super::Registry) {
         let r = reduction(a, Some(3), Some(4), 5)?;
         t(loss::hinge_embedding_loss(&x, &y, m, r)?)
     });
-    r.add("nn.functional.cosine_embedding_loss", |a| {
-        let x1 = a.tensor(0, "input1")?;
-        let x2 = a.tensor(1, "input2")?;
-        let y = a.tensor(2, "target")?;
-        let m = a.float_or(3, "margin", 0.0)?;
-        let r = reduction(a, Some(4), Some(5), 6)?;
-        t(loss::cosine_embedding_loss(&x1, &x2, &y, m, r)?)
-    });
+    r.add("nn.functional.cosine_embedding_loss", |a| pair_margin(a, loss::cosine_embedding_loss));
     r.add("nn.functional.multi_margin_loss", |a| {
         let x = a.tensor(0, "input")?;
         let y = a.tensor(1, "target")?;

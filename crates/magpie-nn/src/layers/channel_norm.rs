@@ -1,7 +1,7 @@
 //! Normalisation over channels: `BatchNorm1d/2d/3d` and `InstanceNorm1d/2d/3d` (with running
 //! statistics buffers), and `GroupNorm`.
 
-use crate::module::Module;
+use crate::module::{present, present_mut, Module};
 use magpie_core::autograd::no_grad;
 use magpie_core::ops::nn::{instance_norm, native_batch_norm, native_group_norm};
 use magpie_core::{default_dtype, DType, Device, Error, Result, Tensor};
@@ -30,31 +30,24 @@ fn norm_state(c: usize, affine: bool, track: bool) -> Result<NormState> {
     Ok(NormState { weight, bias, running_mean, running_var, num_batches_tracked })
 }
 
-/// Implements the parameter/buffer lists of a module with `weight`, `bias`, `running_mean`,
+/// Implements the type name (from `NAMES`) and the parameter/buffer lists of a module with `weight`, `bias`, `running_mean`,
 /// `running_var`, `num_batches_tracked` option fields, in PyTorch's registration order.
 macro_rules! norm_tensors {
     () => {
+        fn type_name(&self) -> &'static str {
+            Self::NAMES[N.clamp(1, 3) - 1]
+        }
         fn local_parameters(&self) -> Vec<(&'static str, &Tensor)> {
-            let mut v: Vec<_> = self.weight.iter().map(|w| ("weight", w)).collect();
-            v.extend(self.bias.iter().map(|b| ("bias", b)));
-            v
+            present([("weight", self.weight.as_ref()), ("bias", self.bias.as_ref())])
         }
         fn local_parameters_mut(&mut self) -> Vec<(&'static str, &mut Tensor)> {
-            let mut v: Vec<_> = self.weight.iter_mut().map(|w| ("weight", w)).collect();
-            v.extend(self.bias.iter_mut().map(|b| ("bias", b)));
-            v
+            present_mut([("weight", self.weight.as_mut()), ("bias", self.bias.as_mut())])
         }
         fn local_buffers(&self) -> Vec<(&'static str, &Tensor)> {
-            let mut v: Vec<_> = self.running_mean.iter().map(|t| ("running_mean", t)).collect();
-            v.extend(self.running_var.iter().map(|t| ("running_var", t)));
-            v.extend(self.num_batches_tracked.iter().map(|t| ("num_batches_tracked", t)));
-            v
+            present([("running_mean", self.running_mean.as_ref()), ("running_var", self.running_var.as_ref()), ("num_batches_tracked", self.num_batches_tracked.as_ref())])
         }
         fn local_buffers_mut(&mut self) -> Vec<(&'static str, &mut Tensor)> {
-            let mut v: Vec<_> = self.running_mean.iter_mut().map(|t| ("running_mean", t)).collect();
-            v.extend(self.running_var.iter_mut().map(|t| ("running_var", t)));
-            v.extend(self.num_batches_tracked.iter_mut().map(|t| ("num_batches_tracked", t)));
-            v
+            present_mut([("running_mean", self.running_mean.as_mut()), ("running_var", self.running_var.as_mut()), ("num_batches_tracked", self.num_batches_tracked.as_mut())])
         }
         fn set_training(&mut self, training: bool) {
             self.training = training;
@@ -65,50 +58,68 @@ macro_rules! norm_tensors {
     };
 }
 
-/// `nn.BatchNorm1d/2d/3d(num_features, eps=1e-5, momentum=0.1, affine=True,
-/// track_running_stats=True)` for `N` = 1, 2, 3 spatial-rank classes. `momentum = None` keeps a
-/// cumulative average (factor `1 / num_batches_tracked`). Training normalises with batch
-/// statistics and updates the running ones; eval uses the running ones when tracked.
-pub struct BatchNormNd<const N: usize> {
-    pub weight: Option<Tensor>,
-    pub bias: Option<Tensor>,
-    pub running_mean: Option<Tensor>,
-    pub running_var: Option<Tensor>,
-    /// i64 scalar: how many training batches updated the running statistics.
-    pub num_batches_tracked: Option<Tensor>,
-    pub num_features: usize,
-    pub eps: f64,
-    pub momentum: Option<f64>,
-    pub training: bool,
+/// Defines a `_NormBase` layer: the struct (parameters, buffers and options), its `Nd` aliases,
+/// its class names per `N` and `new`.
+macro_rules! norm_base_layer {
+    ($(#[$doc:meta])* $t:ident, $names:expr, $(#[$new_doc:meta])* [$($(#[$adoc:meta])* $alias:ident = $n:literal),*]) => {
+        $(#[$doc])*
+        pub struct $t<const N: usize> {
+            pub weight: Option<Tensor>,
+            pub bias: Option<Tensor>,
+            pub running_mean: Option<Tensor>,
+            pub running_var: Option<Tensor>,
+            /// i64 scalar: how many training batches updated the running statistics.
+            pub num_batches_tracked: Option<Tensor>,
+            pub num_features: usize,
+            pub eps: f64,
+            pub momentum: Option<f64>,
+            pub training: bool,
+        }
+
+        $($(#[$adoc])* pub type $alias = $t<$n>;)*
+
+        impl<const N: usize> $t<N> {
+            /// The class names for `N` = 1, 2, 3.
+            const NAMES: [&'static str; 3] = $names;
+
+            $(#[$new_doc])*
+            pub fn new(num_features: usize, eps: f64, momentum: Option<f64>, affine: bool, track_running_stats: bool) -> Result<Self> {
+                let s = norm_state(num_features, affine, track_running_stats)?;
+                Ok($t {
+                    weight: s.weight,
+                    bias: s.bias,
+                    running_mean: s.running_mean,
+                    running_var: s.running_var,
+                    num_batches_tracked: s.num_batches_tracked,
+                    num_features,
+                    eps,
+                    momentum,
+                    training: true,
+                })
+            }
+        }
+    };
 }
 
-/// `nn.BatchNorm1d`: input `[N, C]` or `[N, C, L]`.
-pub type BatchNorm1d = BatchNormNd<1>;
-/// `nn.BatchNorm2d`: input `[N, C, H, W]`.
-pub type BatchNorm2d = BatchNormNd<2>;
-/// `nn.BatchNorm3d`: input `[N, C, D, H, W]`.
-pub type BatchNorm3d = BatchNormNd<3>;
-
-fn bn_name(n: usize) -> &'static str {
-    ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d"][n.clamp(1, 3) - 1]
-}
+norm_base_layer!(
+    /// `nn.BatchNorm1d/2d/3d(num_features, eps=1e-5, momentum=0.1, affine=True,
+    /// track_running_stats=True)` for `N` = 1, 2, 3 spatial-rank classes. `momentum = None` keeps a
+    /// cumulative average (factor `1 / num_batches_tracked`). Training normalises with batch
+    /// statistics and updates the running ones; eval uses the running ones when tracked.
+    BatchNormNd,
+    ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d"],
+    /// A layer with PyTorch's initial values (weight 1, bias 0, running mean 0, var 1).
+    [
+        /// `nn.BatchNorm1d`: input `[N, C]` or `[N, C, L]`.
+        BatchNorm1d = 1,
+        /// `nn.BatchNorm2d`: input `[N, C, H, W]`.
+        BatchNorm2d = 2,
+        /// `nn.BatchNorm3d`: input `[N, C, D, H, W]`.
+        BatchNorm3d = 3
+    ]
+);
 
 impl<const N: usize> BatchNormNd<N> {
-    /// A layer with PyTorch's initial values (weight 1, bias 0, running mean 0, var 1).
-    pub fn new(num_features: usize, eps: f64, momentum: Option<f64>, affine: bool, track_running_stats: bool) -> Result<Self> {
-        let s = norm_state(num_features, affine, track_running_stats)?;
-        Ok(BatchNormNd {
-            weight: s.weight,
-            bias: s.bias,
-            running_mean: s.running_mean,
-            running_var: s.running_var,
-            num_batches_tracked: s.num_batches_tracked,
-            num_features,
-            eps,
-            momentum,
-            training: true,
-        })
-    }
     /// `BatchNormNd(num_features)` with the defaults (eps 1e-5, momentum 0.1, affine, tracked).
     pub fn with_features(num_features: usize) -> Result<Self> {
         Self::new(num_features, 1e-5, Some(0.1), true, true)
@@ -116,11 +127,8 @@ impl<const N: usize> BatchNormNd<N> {
 }
 
 impl<const N: usize> Module for BatchNormNd<N> {
-    fn type_name(&self) -> &'static str {
-        bn_name(N)
-    }
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let op = bn_name(N);
+        let op = self.type_name();
         let ok = if N == 1 { x.ndim() == 2 || x.ndim() == 3 } else { x.ndim() == N + 2 };
         if !ok {
             let want = if N == 1 { "2D or 3D".to_string() } else { format!("{}D", N + 2) };
@@ -143,48 +151,24 @@ impl<const N: usize> Module for BatchNormNd<N> {
     norm_tensors!();
 }
 
-/// `nn.InstanceNorm1d/2d/3d(num_features, eps=1e-5, momentum=0.1, affine=False,
-/// track_running_stats=False)`: normalises each channel of each sample over its spatial dims.
-/// Accepts unbatched input (`[C, L]` for 1d, `[C, H, W]` for 2d).
-pub struct InstanceNormNd<const N: usize> {
-    pub weight: Option<Tensor>,
-    pub bias: Option<Tensor>,
-    pub running_mean: Option<Tensor>,
-    pub running_var: Option<Tensor>,
-    pub num_batches_tracked: Option<Tensor>,
-    pub num_features: usize,
-    pub eps: f64,
-    pub momentum: Option<f64>,
-    pub training: bool,
-}
-
-/// `nn.InstanceNorm1d`.
-pub type InstanceNorm1d = InstanceNormNd<1>;
-/// `nn.InstanceNorm2d`.
-pub type InstanceNorm2d = InstanceNormNd<2>;
-/// `nn.InstanceNorm3d`.
-pub type InstanceNorm3d = InstanceNormNd<3>;
-
-fn in_name(n: usize) -> &'static str {
-    ["InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d"][n.clamp(1, 3) - 1]
-}
+norm_base_layer!(
+    /// `nn.InstanceNorm1d/2d/3d(num_features, eps=1e-5, momentum=0.1, affine=False,
+    /// track_running_stats=False)`: normalises each channel of each sample over its spatial dims.
+    /// Accepts unbatched input (`[C, L]` for 1d, `[C, H, W]` for 2d).
+    InstanceNormNd,
+    ["InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d"],
+    /// A layer (affine: weight 1, bias 0; tracked: running mean 0, var 1).
+    [
+        /// `nn.InstanceNorm1d`.
+        InstanceNorm1d = 1,
+        /// `nn.InstanceNorm2d`.
+        InstanceNorm2d = 2,
+        /// `nn.InstanceNorm3d`.
+        InstanceNorm3d = 3
+    ]
+);
 
 impl<const N: usize> InstanceNormNd<N> {
-    /// A layer (affine: weight 1, bias 0; tracked: running mean 0, var 1).
-    pub fn new(num_features: usize, eps: f64, momentum: Option<f64>, affine: bool, track_running_stats: bool) -> Result<Self> {
-        let s = norm_state(num_features, affine, track_running_stats)?;
-        Ok(InstanceNormNd {
-            weight: s.weight,
-            bias: s.bias,
-            running_mean: s.running_mean,
-            running_var: s.running_var,
-            num_batches_tracked: s.num_batches_tracked,
-            num_features,
-            eps,
-            momentum,
-            training: true,
-        })
-    }
     /// `InstanceNormNd(num_features)` with PyTorch's defaults (no affine, no running stats).
     pub fn with_features(num_features: usize) -> Result<Self> {
         Self::new(num_features, 1e-5, Some(0.1), false, false)
@@ -192,11 +176,8 @@ impl<const N: usize> InstanceNormNd<N> {
 }
 
 impl<const N: usize> Module for InstanceNormNd<N> {
-    fn type_name(&self) -> &'static str {
-        in_name(N)
-    }
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let op = in_name(N);
+        let op = self.type_name();
         if x.ndim() != N + 1 && x.ndim() != N + 2 {
             return Err(Error::shape(op, format!("expected {}D or {}D input (got {}D input)", N + 1, N + 2, x.ndim())));
         }
@@ -251,13 +232,9 @@ impl Module for GroupNorm {
         Ok(native_group_norm(x, self.num_groups as i64, self.weight.as_ref(), self.bias.as_ref(), self.eps)?.0)
     }
     fn local_parameters(&self) -> Vec<(&'static str, &Tensor)> {
-        let mut v: Vec<_> = self.weight.iter().map(|w| ("weight", w)).collect();
-        v.extend(self.bias.iter().map(|b| ("bias", b)));
-        v
+        present([("weight", self.weight.as_ref()), ("bias", self.bias.as_ref())])
     }
     fn local_parameters_mut(&mut self) -> Vec<(&'static str, &mut Tensor)> {
-        let mut v: Vec<_> = self.weight.iter_mut().map(|w| ("weight", w)).collect();
-        v.extend(self.bias.iter_mut().map(|b| ("bias", b)));
-        v
+        present_mut([("weight", self.weight.as_mut()), ("bias", self.bias.as_mut())])
     }
 }

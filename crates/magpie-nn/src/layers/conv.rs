@@ -3,7 +3,8 @@
 //! dilation, groups and PyTorch's initialisation.
 
 use crate::init;
-use crate::module::Module;
+use crate::layers::nd::{i64s, per_dim};
+use crate::module::{present, present_mut, Module};
 use magpie_core::ops::nn::{conv, conv_transpose, Padding};
 use magpie_core::ops::pad::PadMode;
 use magpie_core::{default_dtype, Device, Error, Result, Tensor};
@@ -93,26 +94,11 @@ impl ConvOptions {
     }
 }
 
-/// One value per spatial dim from a PyTorch int-or-tuple argument.
-fn per_dim<const N: usize>(op: &str, name: &str, v: &[usize]) -> Result<[usize; N]> {
-    match v.len() {
-        1 => Ok([v[0]; N]),
-        n if n == N => {
-            let mut o = [0; N];
-            o.copy_from_slice(v);
-            Ok(o)
-        }
-        n => Err(Error::value(op, format!("{name} must be one value or {N} values, got {n}"))),
-    }
-}
-
-fn i64s(v: &[usize]) -> Vec<i64> {
-    v.iter().map(|&x| x as i64).collect()
-}
-
-/// Kaiming-uniform(a = √5) weight and U(±1/√fan_in) bias, as `_ConvNd.reset_parameters`.
-fn init_weight_bias(wshape: &[usize], bias_len: Option<usize>) -> Result<(Tensor, Option<Tensor>)> {
-    let w = Tensor::zeros_on(wshape, default_dtype(), Device::Cpu)?;
+/// Kaiming-uniform(a = √5) weight `[channels.0, channels.1, *kernel]` and U(±1/√fan_in) bias,
+/// as `_ConvNd.reset_parameters`.
+fn init_weight_bias(channels: [usize; 2], kernel: &[usize], bias_len: Option<usize>) -> Result<(Tensor, Option<Tensor>)> {
+    let wshape: Vec<usize> = channels.iter().chain(kernel).copied().collect();
+    let w = Tensor::zeros_on(&wshape, default_dtype(), Device::Cpu)?;
     init::kaiming_uniform_(&w, 5f64.sqrt(), init::FanMode::FanIn, init::Nonlinearity::LeakyRelu)?;
     let b = match bias_len {
         Some(n) => {
@@ -129,7 +115,11 @@ fn init_weight_bias(wshape: &[usize], bias_len: Option<usize>) -> Result<(Tensor
     Ok((w.with_requires_grad()?, b))
 }
 
-fn check_channels(op: &str, cin: usize, cout: usize, groups: usize) -> Result<()> {
+/// The checks both kinds start with: the spatial rank, then the channels against `groups`.
+fn check_new<const N: usize>(op: &str, cin: usize, cout: usize, groups: usize) -> Result<()> {
+    if !(1..=3).contains(&N) {
+        return Err(Error::value(op, "only 1, 2 or 3 spatial dims are supported"));
+    }
     if groups == 0 {
         return Err(Error::value(op, "groups must be a positive integer"));
     }
@@ -140,6 +130,11 @@ fn check_channels(op: &str, cin: usize, cout: usize, groups: usize) -> Result<()
         return Err(Error::value(op, "out_channels must be divisible by groups"));
     }
     Ok(())
+}
+
+/// `(kernel_size, stride, dilation)`, one value per spatial dim.
+fn kernel_stride_dilation<const N: usize>(op: &str, kernel_size: &[usize], opts: &ConvOptions) -> Result<[[usize; N]; 3]> {
+    Ok([per_dim::<_, N>(op, "kernel_size", kernel_size)?, per_dim::<_, N>(op, "stride", &opts.stride)?, per_dim::<_, N>(op, "dilation", &opts.dilation)?])
 }
 
 /// `nn.Conv1d/2d/3d` for `N` = 1, 2, 3: weight `[out, in / groups, *kernel]`, bias `[out]`.
@@ -181,24 +176,17 @@ impl<const N: usize> ConvNd<N> {
     /// `ConvNd(in_channels, out_channels, kernel_size, **options)` with PyTorch's initialisation.
     pub fn new(in_channels: usize, out_channels: usize, kernel_size: &[usize], opts: ConvOptions) -> Result<Self> {
         let op = conv_name(N);
-        if !(1..=3).contains(&N) {
-            return Err(Error::value(op, "only 1, 2 or 3 spatial dims are supported"));
-        }
-        check_channels(op, in_channels, out_channels, opts.groups)?;
-        let kernel_size = per_dim::<N>(op, "kernel_size", kernel_size)?;
-        let stride = per_dim::<N>(op, "stride", &opts.stride)?;
-        let dilation = per_dim::<N>(op, "dilation", &opts.dilation)?;
+        check_new::<N>(op, in_channels, out_channels, opts.groups)?;
+        let [kernel_size, stride, dilation] = kernel_stride_dilation::<N>(op, kernel_size, &opts)?;
         let padding = match opts.padding {
-            ConvPadding::Explicit(p) => ConvPadding::Explicit(per_dim::<N>(op, "padding", &p)?.to_vec()),
+            ConvPadding::Explicit(p) => ConvPadding::Explicit(per_dim::<_, N>(op, "padding", &p)?.to_vec()),
             ConvPadding::Same if stride.iter().any(|&s| s != 1) => {
                 return Err(Error::value(op, "padding='same' is not supported for strided convolutions"));
             }
             p => p,
         };
         let padding_mode = parse_mode(op, &opts.padding_mode)?;
-        let mut wshape = vec![out_channels, in_channels / opts.groups];
-        wshape.extend(kernel_size);
-        let (weight, bias) = init_weight_bias(&wshape, opts.bias.then_some(out_channels))?;
+        let (weight, bias) = init_weight_bias([out_channels, in_channels / opts.groups], &kernel_size, opts.bias.then_some(out_channels))?;
         Ok(ConvNd { weight, bias, in_channels, out_channels, kernel_size, stride, padding, dilation, groups: opts.groups, padding_mode })
     }
 
@@ -238,14 +226,10 @@ impl<const N: usize> Module for ConvNd<N> {
         conv(&x, &self.weight, self.bias.as_ref(), N, &i64s(&self.stride), &padding, &i64s(&self.dilation), self.groups as i64)
     }
     fn local_parameters(&self) -> Vec<(&'static str, &Tensor)> {
-        let mut v = vec![("weight", &self.weight)];
-        v.extend(self.bias.iter().map(|b| ("bias", b)));
-        v
+        present([("weight", Some(&self.weight)), ("bias", self.bias.as_ref())])
     }
     fn local_parameters_mut(&mut self) -> Vec<(&'static str, &mut Tensor)> {
-        let mut v = vec![("weight", &mut self.weight)];
-        v.extend(self.bias.iter_mut().map(|b| ("bias", b)));
-        v
+        present_mut([("weight", Some(&mut self.weight)), ("bias", self.bias.as_mut())])
     }
 }
 
@@ -279,24 +263,17 @@ impl<const N: usize> ConvTransposeNd<N> {
     /// and explicit padding sizes, as in PyTorch.
     pub fn new(in_channels: usize, out_channels: usize, kernel_size: &[usize], opts: ConvOptions) -> Result<Self> {
         let op = convt_name(N);
-        if !(1..=3).contains(&N) {
-            return Err(Error::value(op, "only 1, 2 or 3 spatial dims are supported"));
-        }
-        check_channels(op, in_channels, out_channels, opts.groups)?;
+        check_new::<N>(op, in_channels, out_channels, opts.groups)?;
         if opts.padding_mode != "zeros" {
             return Err(Error::value(op, format!("Only \"zeros\" padding mode is supported for {op}")));
         }
         let ConvPadding::Explicit(p) = &opts.padding else {
             return Err(Error::value(op, format!("{op} supports only explicit padding sizes")));
         };
-        let kernel_size = per_dim::<N>(op, "kernel_size", kernel_size)?;
-        let stride = per_dim::<N>(op, "stride", &opts.stride)?;
-        let dilation = per_dim::<N>(op, "dilation", &opts.dilation)?;
-        let padding = per_dim::<N>(op, "padding", p)?;
-        let output_padding = per_dim::<N>(op, "output_padding", &opts.output_padding)?;
-        let mut wshape = vec![in_channels, out_channels / opts.groups];
-        wshape.extend(kernel_size);
-        let (weight, bias) = init_weight_bias(&wshape, opts.bias.then_some(out_channels))?;
+        let [kernel_size, stride, dilation] = kernel_stride_dilation::<N>(op, kernel_size, &opts)?;
+        let padding = per_dim::<_, N>(op, "padding", p)?;
+        let output_padding = per_dim::<_, N>(op, "output_padding", &opts.output_padding)?;
+        let (weight, bias) = init_weight_bias([in_channels, out_channels / opts.groups], &kernel_size, opts.bias.then_some(out_channels))?;
         Ok(ConvTransposeNd { weight, bias, in_channels, out_channels, kernel_size, stride, padding, output_padding, dilation, groups: opts.groups })
     }
 
@@ -347,13 +324,9 @@ impl<const N: usize> Module for ConvTransposeNd<N> {
         self.run(x, &self.output_padding)
     }
     fn local_parameters(&self) -> Vec<(&'static str, &Tensor)> {
-        let mut v = vec![("weight", &self.weight)];
-        v.extend(self.bias.iter().map(|b| ("bias", b)));
-        v
+        present([("weight", Some(&self.weight)), ("bias", self.bias.as_ref())])
     }
     fn local_parameters_mut(&mut self) -> Vec<(&'static str, &mut Tensor)> {
-        let mut v = vec![("weight", &mut self.weight)];
-        v.extend(self.bias.iter_mut().map(|b| ("bias", b)));
-        v
+        present_mut([("weight", Some(&mut self.weight)), ("bias", self.bias.as_mut())])
     }
 }

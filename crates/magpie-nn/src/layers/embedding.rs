@@ -14,6 +14,18 @@ pub struct Embedding {
     pub norm_type: f64,
 }
 
+/// A `[num, dim]` table ~ N(0, 1) with the (validated, non-negative) `padding_idx` row zero, as
+/// `nn.Embedding` and `nn.EmbeddingBag` initialise it.
+pub(crate) fn init_table(num_embeddings: usize, embedding_dim: usize, padding_idx: Option<i64>) -> Result<Tensor> {
+    let w = Tensor::zeros_on(&[num_embeddings, embedding_dim], default_dtype(), Device::Cpu)?;
+    w.normal_(0.0, 1.0)?;
+    if let Some(p) = padding_idx {
+        let _g = no_grad();
+        w.select(0, p)?.zero_()?;
+    }
+    Ok(w)
+}
+
 impl Embedding {
     /// A new table with PyTorch's initialisation.
     pub fn new(num_embeddings: usize, embedding_dim: usize, padding_idx: Option<i64>) -> Result<Embedding> {
@@ -24,12 +36,7 @@ impl Embedding {
             Some(p) if p < 0 => Some(p + num_embeddings as i64),
             p => p,
         };
-        let w = Tensor::zeros_on(&[num_embeddings, embedding_dim], default_dtype(), Device::Cpu)?;
-        w.normal_(0.0, 1.0)?;
-        if let Some(p) = padding_idx {
-            let _g = no_grad();
-            w.select(0, p)?.zero_()?;
-        }
+        let w = init_table(num_embeddings, embedding_dim, padding_idx)?;
         Ok(Embedding { weight: w.with_requires_grad()?, padding_idx, max_norm: None, norm_type: 2.0 })
     }
     /// A table from a given weight `[num, dim]` (`Embedding.from_pretrained` without freezing).

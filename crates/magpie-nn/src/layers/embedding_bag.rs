@@ -1,10 +1,10 @@
 //! `EmbeddingBag`: sums, averages or maxes bags of embeddings without building the
 //! intermediate `[bags, len, dim]` tensor.
 
+use crate::layers::embedding::init_table;
 use crate::module::Module;
-use magpie_core::autograd::no_grad;
 use magpie_core::ops::nn::embedding_bag;
-use magpie_core::{default_dtype, Device, Error, Result, Tensor};
+use magpie_core::{Error, Result, Tensor};
 
 /// `nn.EmbeddingBag(num_embeddings, embedding_dim, max_norm=None, norm_type=2, mode='mean',
 /// include_last_offset=False, padding_idx=None)`: weight `[num, dim]` ~ N(0, 1) (the
@@ -31,12 +31,7 @@ impl EmbeddingBag {
             Some(p) if p < 0 => Some(p + n),
             p => p,
         };
-        let w = Tensor::zeros_on(&[num_embeddings, embedding_dim], default_dtype(), Device::Cpu)?;
-        w.normal_(0.0, 1.0)?;
-        if let Some(p) = padding_idx {
-            let _g = no_grad();
-            w.select(0, p)?.zero_()?;
-        }
+        let w = init_table(num_embeddings, embedding_dim, padding_idx)?;
         Ok(EmbeddingBag { weight: w.with_requires_grad()?, max_norm: None, norm_type: 2.0, mode: mode.into(), include_last_offset: false, padding_idx })
     }
     /// `forward(input, offsets, per_sample_weights)`: one row per bag.

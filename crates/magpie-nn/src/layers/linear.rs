@@ -1,7 +1,7 @@
 //! `Linear` (y = x Wᵀ + b) and `Identity`.
 
 use crate::init;
-use crate::module::Module;
+use crate::module::{present, present_mut, Module};
 use magpie_core::ops::nn::linear;
 use magpie_core::{default_dtype, Device, Error, Result, Tensor};
 
@@ -51,14 +51,10 @@ impl Module for Linear {
         linear(x, &self.weight, self.bias.as_ref())
     }
     fn local_parameters(&self) -> Vec<(&'static str, &Tensor)> {
-        let mut v = vec![("weight", &self.weight)];
-        v.extend(self.bias.iter().map(|b| ("bias", b)));
-        v
+        present([("weight", Some(&self.weight)), ("bias", self.bias.as_ref())])
     }
     fn local_parameters_mut(&mut self) -> Vec<(&'static str, &mut Tensor)> {
-        let mut v = vec![("weight", &mut self.weight)];
-        v.extend(self.bias.iter_mut().map(|b| ("bias", b)));
-        v
+        present_mut([("weight", Some(&mut self.weight)), ("bias", self.bias.as_mut())])
     }
 }
 

@@ -5,6 +5,7 @@ mod container;
 mod dropout;
 mod embedding;
 mod linear;
+mod nd;
 mod norm;
 mod rnn;
 mod transformer;

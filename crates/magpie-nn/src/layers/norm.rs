@@ -1,6 +1,6 @@
 //! Normalisation layers over the trailing dims: `LayerNorm` and `RMSNorm`.
 
-use crate::module::Module;
+use crate::module::{present, present_mut, Module};
 use magpie_core::ops::nn::{native_layer_norm, rms_norm};
 use magpie_core::{default_dtype, Device, Result, Tensor};
 
@@ -41,14 +41,10 @@ impl Module for LayerNorm {
         Ok(native_layer_norm(x, &dims(&self.normalized_shape), self.weight.as_ref(), self.bias.as_ref(), self.eps)?.0)
     }
     fn local_parameters(&self) -> Vec<(&'static str, &Tensor)> {
-        let mut v: Vec<_> = self.weight.iter().map(|w| ("weight", w)).collect();
-        v.extend(self.bias.iter().map(|b| ("bias", b)));
-        v
+        present([("weight", self.weight.as_ref()), ("bias", self.bias.as_ref())])
     }
     fn local_parameters_mut(&mut self) -> Vec<(&'static str, &mut Tensor)> {
-        let mut v: Vec<_> = self.weight.iter_mut().map(|w| ("weight", w)).collect();
-        v.extend(self.bias.iter_mut().map(|b| ("bias", b)));
-        v
+        present_mut([("weight", self.weight.as_mut()), ("bias", self.bias.as_mut())])
     }
 }
 

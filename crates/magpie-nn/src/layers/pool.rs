@@ -1,25 +1,10 @@
 //! Pooling layers: `MaxPool1d/2d/3d`, `AvgPool1d/2d/3d`, `AdaptiveAvgPool1d/2d/3d` and
 //! `AdaptiveMaxPool1d/2d/3d`, generic over the number of spatial dims.
 
+use crate::layers::nd::{i64s, per_dim};
 use crate::module::Module;
 use magpie_core::ops::nn::{adaptive_avg_pool, adaptive_max_pool, avg_pool, max_pool};
-use magpie_core::{Error, Result, Tensor};
-
-fn per_dim<const N: usize>(op: &str, name: &str, v: &[usize]) -> Result<[usize; N]> {
-    match v.len() {
-        1 => Ok([v[0]; N]),
-        n if n == N => {
-            let mut o = [0; N];
-            o.copy_from_slice(v);
-            Ok(o)
-        }
-        n => Err(Error::value(op, format!("{name} must be one value or {N} values, got {n}"))),
-    }
-}
-
-fn i64s(v: &[usize]) -> Vec<i64> {
-    v.iter().map(|&x| x as i64).collect()
-}
+use magpie_core::{Result, Tensor};
 
 fn name(kind: usize, n: usize) -> &'static str {
     const NAMES: [[&str; 3]; 4] = [
@@ -53,12 +38,12 @@ impl<const N: usize> MaxPoolNd<N> {
     /// `stride = None` uses the kernel size, as PyTorch does.
     pub fn new(kernel_size: &[usize], stride: Option<&[usize]>, padding: &[usize], dilation: &[usize], ceil_mode: bool) -> Result<Self> {
         let op = name(0, N);
-        let kernel_size = per_dim::<N>(op, "kernel_size", kernel_size)?;
+        let kernel_size = per_dim::<_, N>(op, "kernel_size", kernel_size)?;
         let stride = match stride {
-            Some(s) => per_dim::<N>(op, "stride", s)?,
+            Some(s) => per_dim::<_, N>(op, "stride", s)?,
             None => kernel_size,
         };
-        Ok(MaxPoolNd { kernel_size, stride, padding: per_dim::<N>(op, "padding", padding)?, dilation: per_dim::<N>(op, "dilation", dilation)?, ceil_mode })
+        Ok(MaxPoolNd { kernel_size, stride, padding: per_dim::<_, N>(op, "padding", padding)?, dilation: per_dim::<_, N>(op, "dilation", dilation)?, ceil_mode })
     }
     /// A pool with only the kernel size given (stride = kernel, no padding, no dilation).
     pub fn with_kernel(kernel_size: &[usize]) -> Result<Self> {
@@ -102,12 +87,12 @@ impl<const N: usize> AvgPoolNd<N> {
     /// `stride = None` uses the kernel size.
     pub fn new(kernel_size: &[usize], stride: Option<&[usize]>, padding: &[usize], ceil_mode: bool, count_include_pad: bool, divisor_override: Option<i64>) -> Result<Self> {
         let op = name(1, N);
-        let kernel_size = per_dim::<N>(op, "kernel_size", kernel_size)?;
+        let kernel_size = per_dim::<_, N>(op, "kernel_size", kernel_size)?;
         let stride = match stride {
-            Some(s) => per_dim::<N>(op, "stride", s)?,
+            Some(s) => per_dim::<_, N>(op, "stride", s)?,
             None => kernel_size,
         };
-        Ok(AvgPoolNd { kernel_size, stride, padding: per_dim::<N>(op, "padding", padding)?, ceil_mode, count_include_pad, divisor_override })
+        Ok(AvgPoolNd { kernel_size, stride, padding: per_dim::<_, N>(op, "padding", padding)?, ceil_mode, count_include_pad, divisor_override })
     }
     /// A pool with only the kernel size given.
     pub fn with_kernel(kernel_size: &[usize]) -> Result<Self> {
@@ -137,18 +122,6 @@ pub type AdaptiveAvgPool2d = AdaptiveAvgPoolNd<2>;
 /// `nn.AdaptiveAvgPool3d`.
 pub type AdaptiveAvgPool3d = AdaptiveAvgPoolNd<3>;
 
-fn out_sizes<const N: usize>(op: &str, v: &[Option<usize>]) -> Result<[Option<usize>; N]> {
-    match v.len() {
-        1 => Ok([v[0]; N]),
-        n if n == N => {
-            let mut o = [None; N];
-            o.copy_from_slice(v);
-            Ok(o)
-        }
-        n => Err(Error::value(op, format!("output_size must be one value or {N} values, got {n}"))),
-    }
-}
-
 fn opt_i64(v: &[Option<usize>]) -> Vec<Option<i64>> {
     v.iter().map(|o| o.map(|x| x as i64)).collect()
 }
@@ -156,7 +129,7 @@ fn opt_i64(v: &[Option<usize>]) -> Vec<Option<i64>> {
 impl<const N: usize> AdaptiveAvgPoolNd<N> {
     /// `AdaptiveAvgPoolNd(output_size)`: one size for every dim or one per dim.
     pub fn new(output_size: &[Option<usize>]) -> Result<Self> {
-        Ok(AdaptiveAvgPoolNd { output_size: out_sizes::<N>(name(2, N), output_size)? })
+        Ok(AdaptiveAvgPoolNd { output_size: per_dim::<_, N>(name(2, N), "output_size", output_size)? })
     }
 }
 
@@ -185,7 +158,7 @@ pub type AdaptiveMaxPool3d = AdaptiveMaxPoolNd<3>;
 impl<const N: usize> AdaptiveMaxPoolNd<N> {
     /// `AdaptiveMaxPoolNd(output_size)`.
     pub fn new(output_size: &[Option<usize>]) -> Result<Self> {
-        Ok(AdaptiveMaxPoolNd { output_size: out_sizes::<N>(name(3, N), output_size)? })
+        Ok(AdaptiveMaxPoolNd { output_size: per_dim::<_, N>(name(3, N), "output_size", output_size)? })
     }
     /// The output and the indices of the maxima.
     pub fn forward_with_indices(&self, x: &Tensor) -> Result<(Tensor, Tensor)> {

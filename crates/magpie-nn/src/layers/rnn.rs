@@ -6,7 +6,7 @@
 //! projection for all time steps is one matmul; only the recurrent product runs per step.
 
 use crate::init;
-use crate::module::Module;
+use crate::module::{present, present_mut, Module};
 use magpie_core::ops::nn::{dropout, linear};
 use magpie_core::ops::shape_ops::{cat, stack};
 use magpie_core::{default_dtype, Device, Error, Result, Tensor};
@@ -112,19 +112,11 @@ impl RnnWeights {
     }
     fn list(&self) -> Vec<(&'static str, &Tensor)> {
         let n = self.names;
-        let mut v = vec![(n[0], &self.weight_ih), (n[1], &self.weight_hh)];
-        v.extend(self.bias_ih.iter().map(|t| (n[2], t)));
-        v.extend(self.bias_hh.iter().map(|t| (n[3], t)));
-        v.extend(self.weight_hr.iter().map(|t| (n[4], t)));
-        v
+        present([(n[0], Some(&self.weight_ih)), (n[1], Some(&self.weight_hh)), (n[2], self.bias_ih.as_ref()), (n[3], self.bias_hh.as_ref()), (n[4], self.weight_hr.as_ref())])
     }
     fn list_mut(&mut self) -> Vec<(&'static str, &mut Tensor)> {
         let n = self.names;
-        let mut v = vec![(n[0], &mut self.weight_ih), (n[1], &mut self.weight_hh)];
-        v.extend(self.bias_ih.iter_mut().map(|t| (n[2], t)));
-        v.extend(self.bias_hh.iter_mut().map(|t| (n[3], t)));
-        v.extend(self.weight_hr.iter_mut().map(|t| (n[4], t)));
-        v
+        present_mut([(n[0], Some(&mut self.weight_ih)), (n[1], Some(&mut self.weight_hh)), (n[2], self.bias_ih.as_mut()), (n[3], self.bias_hh.as_mut()), (n[4], self.weight_hr.as_mut())])
     }
 }
 
@@ -339,6 +331,12 @@ impl RNNBase {
         Ok((out, fix(hn)?, c_n))
     }
 
+    /// [`RNNBase::run`] for the layers without a cell state: `(output, h_n)`.
+    fn run_hidden(&self, input: &Tensor, hx: Option<&Tensor>) -> Result<(Tensor, Tensor)> {
+        let (o, h, _) = self.run(input, hx, None)?;
+        Ok((o, h))
+    }
+
     fn params(&self) -> Vec<(&'static str, &Tensor)> {
         self.weights.iter().flat_map(|w| w.list()).collect()
     }
@@ -347,8 +345,22 @@ impl RNNBase {
     }
 }
 
+/// Defines a recurrent layer `$t` over [`RNNBase`] in mode `$mode`: the struct, `new`, `Deref`
+/// to the base and `Module` (its typed `forward` is written per layer).
 macro_rules! rnn_module {
-    ($t:ident, $name:literal) => {
+    ($(#[$doc:meta])* $t:ident, $name:literal, $mode:expr) => {
+        $(#[$doc])*
+        pub struct $t {
+            pub base: RNNBase,
+        }
+
+        impl $t {
+            /// A new layer with PyTorch's initialisation.
+            pub fn new(input_size: usize, hidden_size: usize, o: &RnnOptions) -> Result<$t> {
+                Ok($t { base: RNNBase::new($mode, input_size, hidden_size, o)? })
+            }
+        }
+
         impl std::ops::Deref for $t {
             type Target = RNNBase;
             fn deref(&self) -> &RNNBase {
@@ -392,34 +404,28 @@ macro_rules! rnn_module {
     };
 }
 
-/// `nn.RNN(input_size, hidden_size, ...)` (tanh, or relu with `RnnOptions::relu`).
-pub struct RNN {
-    pub base: RNNBase,
-}
+rnn_module!(
+    /// `nn.RNN(input_size, hidden_size, ...)` (tanh, or relu with `RnnOptions::relu`).
+    RNN,
+    "RNN",
+    RnnMode::RnnTanh
+);
 
 impl RNN {
-    /// A new layer with PyTorch's initialisation.
-    pub fn new(input_size: usize, hidden_size: usize, o: &RnnOptions) -> Result<RNN> {
-        Ok(RNN { base: RNNBase::new(RnnMode::RnnTanh, input_size, hidden_size, o)? })
-    }
     /// `forward(input, hx)`: `(output, h_n)`.
     pub fn forward(&self, input: &Tensor, hx: Option<&Tensor>) -> Result<(Tensor, Tensor)> {
-        let (o, h, _) = self.base.run(input, hx, None)?;
-        Ok((o, h))
+        self.base.run_hidden(input, hx)
     }
 }
-rnn_module!(RNN, "RNN");
 
-/// `nn.LSTM(input_size, hidden_size, ...)`, with `proj_size` (LSTMP) support.
-pub struct LSTM {
-    pub base: RNNBase,
-}
+rnn_module!(
+    /// `nn.LSTM(input_size, hidden_size, ...)`, with `proj_size` (LSTMP) support.
+    LSTM,
+    "LSTM",
+    RnnMode::Lstm
+);
 
 impl LSTM {
-    /// A new layer with PyTorch's initialisation.
-    pub fn new(input_size: usize, hidden_size: usize, o: &RnnOptions) -> Result<LSTM> {
-        Ok(LSTM { base: RNNBase::new(RnnMode::Lstm, input_size, hidden_size, o)? })
-    }
     /// `forward(input, (h0, c0))`: `(output, (h_n, c_n))`.
     pub fn forward(&self, input: &Tensor, hx: Option<(&Tensor, &Tensor)>) -> Result<(Tensor, (Tensor, Tensor))> {
         let (o, h, c) = self.base.run(input, hx.map(|p| p.0), hx.map(|p| p.1))?;
@@ -427,25 +433,20 @@ impl LSTM {
         Ok((o, (h, c)))
     }
 }
-rnn_module!(LSTM, "LSTM");
 
-/// `nn.GRU(input_size, hidden_size, ...)`.
-pub struct GRU {
-    pub base: RNNBase,
-}
+rnn_module!(
+    /// `nn.GRU(input_size, hidden_size, ...)`.
+    GRU,
+    "GRU",
+    RnnMode::Gru
+);
 
 impl GRU {
-    /// A new layer with PyTorch's initialisation.
-    pub fn new(input_size: usize, hidden_size: usize, o: &RnnOptions) -> Result<GRU> {
-        Ok(GRU { base: RNNBase::new(RnnMode::Gru, input_size, hidden_size, o)? })
-    }
     /// `forward(input, hx)`: `(output, h_n)`.
     pub fn forward(&self, input: &Tensor, hx: Option<&Tensor>) -> Result<(Tensor, Tensor)> {
-        let (o, h, _) = self.base.run(input, hx, None)?;
-        Ok((o, h))
+        self.base.run_hidden(input, hx)
     }
 }
-rnn_module!(GRU, "GRU");
 
 /// The single-step cells: `weight_ih`, `weight_hh`, `bias_ih`, `bias_hh`, PyTorch's init.
 pub struct RnnCellBase {
@@ -501,6 +502,18 @@ impl RnnCellBase {
 }
 
 macro_rules! cell_module {
+    // a cell whose state is the hidden state alone: its typed `forward(input, hx)` too
+    ($t:ident, $name:literal, hidden) => {
+        impl $t {
+            /// `forward(input, hx)`: the next hidden state.
+            pub fn forward(&self, input: &Tensor, hx: Option<&Tensor>) -> Result<Tensor> {
+                Ok(self.base.run(input, hx, None)?.0)
+            }
+        }
+        cell_module!($t, $name, fn forward(&self, x: &Tensor) -> Result<Tensor> {
+            $t::forward(self, x, None)
+        });
+    };
     ($t:ident, $name:literal, $($fwd:tt)*) => {
         impl std::ops::Deref for $t {
             type Target = RnnCellBase;
@@ -534,14 +547,8 @@ impl RNNCell {
         let mode = if relu { RnnMode::RnnRelu } else { RnnMode::RnnTanh };
         Ok(RNNCell { base: RnnCellBase::new(mode, input_size, hidden_size, bias)? })
     }
-    /// `forward(input, hx)`: the next hidden state.
-    pub fn forward(&self, input: &Tensor, hx: Option<&Tensor>) -> Result<Tensor> {
-        Ok(self.base.run(input, hx, None)?.0)
-    }
 }
-cell_module!(RNNCell, "RNNCell", fn forward(&self, x: &Tensor) -> Result<Tensor> {
-    RNNCell::forward(self, x, None)
-});
+cell_module!(RNNCell, "RNNCell", hidden);
 
 /// `nn.GRUCell(input_size, hidden_size, bias)`.
 pub struct GRUCell {
@@ -553,14 +560,8 @@ impl GRUCell {
     pub fn new(input_size: usize, hidden_size: usize, bias: bool) -> Result<GRUCell> {
         Ok(GRUCell { base: RnnCellBase::new(RnnMode::Gru, input_size, hidden_size, bias)? })
     }
-    /// `forward(input, hx)`: the next hidden state.
-    pub fn forward(&self, input: &Tensor, hx: Option<&Tensor>) -> Result<Tensor> {
-        Ok(self.base.run(input, hx, None)?.0)
-    }
 }
-cell_module!(GRUCell, "GRUCell", fn forward(&self, x: &Tensor) -> Result<Tensor> {
-    GRUCell::forward(self, x, None)
-});
+cell_module!(GRUCell, "GRUCell", hidden);
 
 /// `nn.LSTMCell(input_size, hidden_size, bias)`.
 pub struct LSTMCell {

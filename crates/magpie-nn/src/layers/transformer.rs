@@ -55,25 +55,62 @@ pub fn generate_square_subsequent_mask(sz: usize) -> Result<Tensor> {
     m.triu(1)
 }
 
-/// Copies a freshly built module's parameters from `src` (PyTorch's `copy.deepcopy` of a layer).
-fn copy_from<M: Module + Sized>(fresh: M, src: &M) -> Result<M> {
+/// Copies a freshly built module's parameters from `src` and its training mode (PyTorch's
+/// `copy.deepcopy` of a layer).
+fn copy_from<M: Module + Sized>(mut fresh: M, src: &M, training: bool) -> Result<M> {
     fresh.load_state_dict(&src.state_dict(), true)?;
+    fresh.train(training);
     Ok(fresh)
+}
+
+/// The LayerNorm over `d_model` that every transformer norm is.
+fn layer_norm(d_model: usize, o: &TransformerOptions) -> Result<LayerNorm> {
+    LayerNorm::new(&[d_model], o.layer_norm_eps, true, o.bias)
+}
+
+/// `children` and `children_mut` listing the named fields, in PyTorch's registration order.
+macro_rules! field_children {
+    ($($f:ident),*) => {
+        fn children(&self) -> Vec<(String, &dyn Module)> {
+            vec![$((stringify!($f).into(), &self.$f)),*]
+        }
+        fn children_mut(&mut self) -> Vec<(String, &mut dyn Module)> {
+            vec![$((stringify!($f).into(), &mut self.$f)),*]
+        }
+    };
+}
+
+/// The two inputs of a `forward_many` (`what` names them for the error).
+fn two_inputs<'a>(op: &str, xs: &[&'a Tensor], what: &str) -> Result<(&'a Tensor, &'a Tensor)> {
+    match xs {
+        [a, b] => Ok((*a, *b)),
+        _ => Err(Error::value(op, format!("forward takes {what}, but {} inputs were given", xs.len()))),
+    }
 }
 
 fn mha(d_model: usize, nhead: usize, o: &TransformerOptions) -> Result<MultiheadAttention> {
     MultiheadAttention::with_options(d_model, nhead, &MhaOptions { dropout: o.dropout, bias: o.bias, batch_first: o.batch_first, ..MhaOptions::default() })
 }
 
-/// The self-attention block's output, `dropout(self_attn(x, x, x, masks))`.
-fn sa_block(attn: &MultiheadAttention, drop: &Dropout, x: &Tensor, mask: Option<&Tensor>, kpm: Option<&Tensor>, is_causal: bool) -> Result<Tensor> {
+/// An attention block's output, `dropout(attn(x, kv, kv, masks))` (self-attention: `kv = x`).
+fn attn_block(attn: &MultiheadAttention, drop: &Dropout, x: &Tensor, kv: &Tensor, mask: Option<&Tensor>, kpm: Option<&Tensor>, is_causal: bool) -> Result<Tensor> {
     let args = MhaArgs { key_padding_mask: kpm, need_weights: false, attn_mask: mask, average_attn_weights: true, is_causal };
-    drop.forward(&attn.forward(x, x, x, &args)?.0)
+    drop.forward(&attn.forward(x, kv, kv, &args)?.0)
 }
 
 /// `dropout2(linear2(dropout(activation(linear1(x)))))`.
 fn ff_block(l1: &Linear, act: TransformerActivation, d: &Dropout, l2: &Linear, d2: &Dropout, x: &Tensor) -> Result<Tensor> {
     d2.forward(&l2.forward(&d.forward(&act.apply(&l1.forward(x)?)?)?)?)
+}
+
+/// One residual sub-layer with its LayerNorm: `x + block(norm(x))` with `norm_first`, else
+/// `norm(x + block(x))`.
+fn residual(x: &Tensor, norm: &LayerNorm, norm_first: bool, block: impl Fn(&Tensor) -> Result<Tensor>) -> Result<Tensor> {
+    if norm_first {
+        x.add(&block(&norm.forward(x)?)?)
+    } else {
+        norm.forward(&x.add(&block(x)?)?)
+    }
 }
 
 /// `nn.TransformerEncoderLayer(d_model, nhead, ...)`: self-attention and a feed-forward block,
@@ -100,8 +137,8 @@ impl TransformerEncoderLayer {
             linear1: Linear::new(d_model, o.dim_feedforward, o.bias)?,
             dropout: Dropout::new(o.dropout)?,
             linear2: Linear::new(o.dim_feedforward, d_model, o.bias)?,
-            norm1: LayerNorm::new(&[d_model], o.layer_norm_eps, true, o.bias)?,
-            norm2: LayerNorm::new(&[d_model], o.layer_norm_eps, true, o.bias)?,
+            norm1: layer_norm(d_model, o)?,
+            norm2: layer_norm(d_model, o)?,
             dropout1: Dropout::new(o.dropout)?,
             dropout2: Dropout::new(o.dropout)?,
             d_model,
@@ -112,23 +149,17 @@ impl TransformerEncoderLayer {
 
     /// An independent copy with the same parameter values (PyTorch's `copy.deepcopy`).
     pub fn deep_copy(&self) -> Result<TransformerEncoderLayer> {
-        let mut c = copy_from(Self::new(self.d_model, self.nhead, &self.options)?, self)?;
-        c.train(self.dropout.training);
-        Ok(c)
+        copy_from(Self::new(self.d_model, self.nhead, &self.options)?, self, self.dropout.training)
     }
 
     /// `forward(src, src_mask, src_key_padding_mask, is_causal)`; masks as in
     /// [`MultiheadAttention::forward`] (`is_causal` is a hint that `src_mask` is causal).
     pub fn forward_with(&self, src: &Tensor, src_mask: Option<&Tensor>, src_key_padding_mask: Option<&Tensor>, is_causal: bool) -> Result<Tensor> {
         let ff = |x: &Tensor| ff_block(&self.linear1, self.options.activation, &self.dropout, &self.linear2, &self.dropout2, x);
-        let sa = |x: &Tensor| sa_block(&self.self_attn, &self.dropout1, x, src_mask, src_key_padding_mask, is_causal);
-        if self.options.norm_first {
-            let x = src.add(&sa(&self.norm1.forward(src)?)?)?;
-            x.add(&ff(&self.norm2.forward(&x)?)?)
-        } else {
-            let x = self.norm1.forward(&src.add(&sa(src)?)?)?;
-            self.norm2.forward(&x.add(&ff(&x)?)?)
-        }
+        let sa = |x: &Tensor| attn_block(&self.self_attn, &self.dropout1, x, x, src_mask, src_key_padding_mask, is_causal);
+        let nf = self.options.norm_first;
+        let x = residual(src, &self.norm1, nf, sa)?;
+        residual(&x, &self.norm2, nf, ff)
     }
 }
 
@@ -139,30 +170,7 @@ impl Module for TransformerEncoderLayer {
     fn forward(&self, src: &Tensor) -> Result<Tensor> {
         self.forward_with(src, None, None, false)
     }
-    fn children(&self) -> Vec<(String, &dyn Module)> {
-        vec![
-            ("self_attn".into(), &self.self_attn),
-            ("linear1".into(), &self.linear1),
-            ("dropout".into(), &self.dropout),
-            ("linear2".into(), &self.linear2),
-            ("norm1".into(), &self.norm1),
-            ("norm2".into(), &self.norm2),
-            ("dropout1".into(), &self.dropout1),
-            ("dropout2".into(), &self.dropout2),
-        ]
-    }
-    fn children_mut(&mut self) -> Vec<(String, &mut dyn Module)> {
-        vec![
-            ("self_attn".into(), &mut self.self_attn),
-            ("linear1".into(), &mut self.linear1),
-            ("dropout".into(), &mut self.dropout),
-            ("linear2".into(), &mut self.linear2),
-            ("norm1".into(), &mut self.norm1),
-            ("norm2".into(), &mut self.norm2),
-            ("dropout1".into(), &mut self.dropout1),
-            ("dropout2".into(), &mut self.dropout2),
-        ]
-    }
+    field_children!(self_attn, linear1, dropout, linear2, norm1, norm2, dropout1, dropout2);
 }
 
 /// The masks of a decoder forward pass (all optional; `*_is_causal` are hints that the
@@ -199,7 +207,7 @@ pub struct TransformerDecoderLayer {
 impl TransformerDecoderLayer {
     /// A new layer with PyTorch's initialisation of each sub-layer.
     pub fn new(d_model: usize, nhead: usize, o: &TransformerOptions) -> Result<TransformerDecoderLayer> {
-        let ln = || LayerNorm::new(&[d_model], o.layer_norm_eps, true, o.bias);
+        let ln = || layer_norm(d_model, o);
         Ok(TransformerDecoderLayer {
             self_attn: mha(d_model, nhead, o)?,
             multihead_attn: mha(d_model, nhead, o)?,
@@ -220,29 +228,19 @@ impl TransformerDecoderLayer {
 
     /// An independent copy with the same parameter values (PyTorch's `copy.deepcopy`).
     pub fn deep_copy(&self) -> Result<TransformerDecoderLayer> {
-        let mut c = copy_from(Self::new(self.d_model, self.nhead, &self.options)?, self)?;
-        c.train(self.dropout.training);
-        Ok(c)
+        copy_from(Self::new(self.d_model, self.nhead, &self.options)?, self, self.dropout.training)
     }
 
     /// `forward(tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
     /// memory_key_padding_mask, tgt_is_causal, memory_is_causal)`.
     pub fn forward(&self, tgt: &Tensor, memory: &Tensor, m: &DecoderMasks) -> Result<Tensor> {
-        let sa = |x: &Tensor| sa_block(&self.self_attn, &self.dropout1, x, m.tgt_mask, m.tgt_key_padding_mask, m.tgt_is_causal);
-        let mha = |x: &Tensor| -> Result<Tensor> {
-            let args = MhaArgs { key_padding_mask: m.memory_key_padding_mask, need_weights: false, attn_mask: m.memory_mask, average_attn_weights: true, is_causal: m.memory_is_causal };
-            self.dropout2.forward(&self.multihead_attn.forward(x, memory, memory, &args)?.0)
-        };
+        let sa = |x: &Tensor| attn_block(&self.self_attn, &self.dropout1, x, x, m.tgt_mask, m.tgt_key_padding_mask, m.tgt_is_causal);
+        let mha = |x: &Tensor| attn_block(&self.multihead_attn, &self.dropout2, x, memory, m.memory_mask, m.memory_key_padding_mask, m.memory_is_causal);
         let ff = |x: &Tensor| ff_block(&self.linear1, self.options.activation, &self.dropout, &self.linear2, &self.dropout3, x);
-        if self.options.norm_first {
-            let x = tgt.add(&sa(&self.norm1.forward(tgt)?)?)?;
-            let x = x.add(&mha(&self.norm2.forward(&x)?)?)?;
-            x.add(&ff(&self.norm3.forward(&x)?)?)
-        } else {
-            let x = self.norm1.forward(&tgt.add(&sa(tgt)?)?)?;
-            let x = self.norm2.forward(&x.add(&mha(&x)?)?)?;
-            self.norm3.forward(&x.add(&ff(&x)?)?)
-        }
+        let nf = self.options.norm_first;
+        let x = residual(tgt, &self.norm1, nf, sa)?;
+        let x = residual(&x, &self.norm2, nf, mha)?;
+        residual(&x, &self.norm3, nf, ff)
     }
 }
 
@@ -252,48 +250,43 @@ impl Module for TransformerDecoderLayer {
     }
     /// `[tgt, memory]` without masks.
     fn forward_many(&self, xs: &[&Tensor]) -> Result<Vec<Tensor>> {
-        let [t, m] = xs else {
-            return Err(Error::value(self.type_name(), format!("forward takes tgt and memory, but {} inputs were given", xs.len())));
-        };
+        let (t, m) = two_inputs(self.type_name(), xs, "tgt and memory")?;
         Ok(vec![TransformerDecoderLayer::forward(self, t, m, &DecoderMasks::default())?])
     }
-    fn children(&self) -> Vec<(String, &dyn Module)> {
-        vec![
-            ("self_attn".into(), &self.self_attn),
-            ("multihead_attn".into(), &self.multihead_attn),
-            ("linear1".into(), &self.linear1),
-            ("dropout".into(), &self.dropout),
-            ("linear2".into(), &self.linear2),
-            ("norm1".into(), &self.norm1),
-            ("norm2".into(), &self.norm2),
-            ("norm3".into(), &self.norm3),
-            ("dropout1".into(), &self.dropout1),
-            ("dropout2".into(), &self.dropout2),
-            ("dropout3".into(), &self.dropout3),
-        ]
-    }
-    fn children_mut(&mut self) -> Vec<(String, &mut dyn Module)> {
-        vec![
-            ("self_attn".into(), &mut self.self_attn),
-            ("multihead_attn".into(), &mut self.multihead_attn),
-            ("linear1".into(), &mut self.linear1),
-            ("dropout".into(), &mut self.dropout),
-            ("linear2".into(), &mut self.linear2),
-            ("norm1".into(), &mut self.norm1),
-            ("norm2".into(), &mut self.norm2),
-            ("norm3".into(), &mut self.norm3),
-            ("dropout1".into(), &mut self.dropout1),
-            ("dropout2".into(), &mut self.dropout2),
-            ("dropout3".into(), &mut self.dropout3),
-        ]
+    field_children!(self_attn, multihead_attn, linear1, dropout, linear2, norm1, norm2, norm3, dropout1, dropout2, dropout3);
+}
+
+/// `num_layers` copies made by `copy` (the layers of a stack).
+fn stack_layers<L: Module>(num_layers: usize, copy: impl Fn() -> Result<L>) -> Result<ModuleList<L>> {
+    (0..num_layers).map(|_| copy().map(Box::new)).collect()
+}
+
+/// The stack's final norm, when it has one.
+fn final_norm(norm: &Option<LayerNorm>, x: Tensor) -> Result<Tensor> {
+    match norm {
+        Some(n) => n.forward(&x),
+        None => Ok(x),
     }
 }
 
-fn push_children<'a>(v: &mut Vec<(String, &'a dyn Module)>, layers: &'a dyn Module, norm: &'a Option<LayerNorm>) {
-    v.push(("layers".into(), layers));
-    if let Some(n) = norm {
-        v.push(("norm".into(), n));
-    }
+/// `children` / `children_mut` of a stack: `layers`, then `norm` when present.
+macro_rules! stack_children {
+    () => {
+        fn children(&self) -> Vec<(String, &dyn Module)> {
+            let mut v: Vec<(String, &dyn Module)> = vec![("layers".into(), &self.layers)];
+            if let Some(n) = &self.norm {
+                v.push(("norm".into(), n));
+            }
+            v
+        }
+        fn children_mut(&mut self) -> Vec<(String, &mut dyn Module)> {
+            let mut v: Vec<(String, &mut dyn Module)> = vec![("layers".into(), &mut self.layers)];
+            if let Some(n) = &mut self.norm {
+                v.push(("norm".into(), n));
+            }
+            v
+        }
+    };
 }
 
 /// `nn.TransformerEncoder(encoder_layer, num_layers, norm)`: `num_layers` copies of the layer
@@ -310,7 +303,7 @@ pub struct TransformerEncoder {
 impl TransformerEncoder {
     /// Stacks `num_layers` deep copies of `layer`.
     pub fn new(layer: &TransformerEncoderLayer, num_layers: usize, norm: Option<LayerNorm>) -> Result<TransformerEncoder> {
-        let layers = (0..num_layers).map(|_| layer.deep_copy().map(Box::new)).collect::<Result<ModuleList<_>>>()?;
+        let layers = stack_layers(num_layers, || layer.deep_copy())?;
         Ok(TransformerEncoder { layers, norm })
     }
 
@@ -320,10 +313,7 @@ impl TransformerEncoder {
         for l in self.layers.iter() {
             x = l.forward_with(&x, mask, src_key_padding_mask, is_causal)?;
         }
-        match &self.norm {
-            Some(n) => n.forward(&x),
-            None => Ok(x),
-        }
+        final_norm(&self.norm, x)
     }
 }
 
@@ -334,18 +324,7 @@ impl Module for TransformerEncoder {
     fn forward(&self, src: &Tensor) -> Result<Tensor> {
         self.forward_with(src, None, None, false)
     }
-    fn children(&self) -> Vec<(String, &dyn Module)> {
-        let mut v = Vec::new();
-        push_children(&mut v, &self.layers, &self.norm);
-        v
-    }
-    fn children_mut(&mut self) -> Vec<(String, &mut dyn Module)> {
-        let mut v: Vec<(String, &mut dyn Module)> = vec![("layers".into(), &mut self.layers)];
-        if let Some(n) = &mut self.norm {
-            v.push(("norm".into(), n));
-        }
-        v
-    }
+    stack_children!();
 }
 
 /// `nn.TransformerDecoder(decoder_layer, num_layers, norm)`.
@@ -357,7 +336,7 @@ pub struct TransformerDecoder {
 impl TransformerDecoder {
     /// Stacks `num_layers` deep copies of `layer`.
     pub fn new(layer: &TransformerDecoderLayer, num_layers: usize, norm: Option<LayerNorm>) -> Result<TransformerDecoder> {
-        let layers = (0..num_layers).map(|_| layer.deep_copy().map(Box::new)).collect::<Result<ModuleList<_>>>()?;
+        let layers = stack_layers(num_layers, || layer.deep_copy())?;
         Ok(TransformerDecoder { layers, norm })
     }
 
@@ -367,10 +346,7 @@ impl TransformerDecoder {
         for l in self.layers.iter() {
             x = l.forward(&x, memory, m)?;
         }
-        match &self.norm {
-            Some(n) => n.forward(&x),
-            None => Ok(x),
-        }
+        final_norm(&self.norm, x)
     }
 }
 
@@ -380,23 +356,10 @@ impl Module for TransformerDecoder {
     }
     /// `[tgt, memory]` without masks.
     fn forward_many(&self, xs: &[&Tensor]) -> Result<Vec<Tensor>> {
-        let [t, m] = xs else {
-            return Err(Error::value(self.type_name(), format!("forward takes tgt and memory, but {} inputs were given", xs.len())));
-        };
+        let (t, m) = two_inputs(self.type_name(), xs, "tgt and memory")?;
         Ok(vec![TransformerDecoder::forward(self, t, m, &DecoderMasks::default())?])
     }
-    fn children(&self) -> Vec<(String, &dyn Module)> {
-        let mut v = Vec::new();
-        push_children(&mut v, &self.layers, &self.norm);
-        v
-    }
-    fn children_mut(&mut self) -> Vec<(String, &mut dyn Module)> {
-        let mut v: Vec<(String, &mut dyn Module)> = vec![("layers".into(), &mut self.layers)];
-        if let Some(n) = &mut self.norm {
-            v.push(("norm".into(), n));
-        }
-        v
-    }
+    stack_children!();
 }
 
 /// The masks of a full `Transformer` forward pass.
@@ -427,7 +390,7 @@ pub struct Transformer {
 impl Transformer {
     /// PyTorch's defaults are `d_model = 512, nhead = 8`, 6 + 6 layers.
     pub fn new(d_model: usize, nhead: usize, num_encoder_layers: usize, num_decoder_layers: usize, o: &TransformerOptions) -> Result<Transformer> {
-        let ln = || LayerNorm::new(&[d_model], o.layer_norm_eps, true, o.bias);
+        let ln = || layer_norm(d_model, o);
         let encoder = TransformerEncoder::new(&TransformerEncoderLayer::new(d_model, nhead, o)?, num_encoder_layers, Some(ln()?))?;
         let decoder = TransformerDecoder::new(&TransformerDecoderLayer::new(d_model, nhead, o)?, num_decoder_layers, Some(ln()?))?;
         let t = Transformer { encoder, decoder, d_model, nhead, batch_first: o.batch_first };
@@ -473,15 +436,8 @@ impl Module for Transformer {
     }
     /// `[src, tgt]` without masks.
     fn forward_many(&self, xs: &[&Tensor]) -> Result<Vec<Tensor>> {
-        let [s, t] = xs else {
-            return Err(Error::value(self.type_name(), format!("forward takes src and tgt, but {} inputs were given", xs.len())));
-        };
+        let (s, t) = two_inputs(self.type_name(), xs, "src and tgt")?;
         Ok(vec![Transformer::forward(self, s, t, &TransformerMasks::default())?])
     }
-    fn children(&self) -> Vec<(String, &dyn Module)> {
-        vec![("encoder".into(), &self.encoder), ("decoder".into(), &self.decoder)]
-    }
-    fn children_mut(&mut self) -> Vec<(String, &mut dyn Module)> {
-        vec![("encoder".into(), &mut self.encoder), ("decoder".into(), &mut self.decoder)]
-    }
+    field_children!(encoder, decoder);
 }

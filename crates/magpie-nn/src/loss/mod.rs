@@ -27,18 +27,19 @@ pub use embedding::{CosineEmbeddingLoss, HingeEmbeddingLoss, MarginRankingLoss, 
 pub use magpie_core::ops::nn::Reduction;
 pub use regression::{GaussianNLLLoss, HuberLoss, L1Loss, MSELoss, PoissonNLLLoss, SmoothL1Loss};
 
-/// Implements `Module` for a loss with a typed `forward2(input, target)`: `forward_many` takes
-/// two inputs; the listed optional fields are the module's buffers.
-macro_rules! loss_module2 {
-    ($name:ident $(, $buf:ident)*) => {
+/// Implements `Module` for a loss with a typed `$fwd(inputs...)`: `forward_many` takes exactly
+/// those inputs (`$what` names them for the error); the listed optional fields are the module's
+/// buffers.
+macro_rules! loss_module {
+    ($name:ident, $fwd:ident($($x:ident),+), $what:literal $(, $buf:ident)*) => {
         impl crate::module::Module for $name {
             fn type_name(&self) -> &'static str {
                 stringify!($name)
             }
             fn forward_many(&self, xs: &[&magpie_core::Tensor]) -> magpie_core::Result<Vec<magpie_core::Tensor>> {
                 match xs {
-                    [x, y] => Ok(vec![self.forward2(x, y)?]),
-                    _ => Err(magpie_core::Error::value(stringify!($name), format!("forward takes 2 inputs (input, target) but {} were given", xs.len()))),
+                    [$($x),+] => Ok(vec![self.$fwd($($x),+)?]),
+                    _ => Err(magpie_core::Error::value(stringify!($name), format!(concat!("forward takes ", $what, " but {} were given"), xs.len()))),
                 }
             }
             $crate::loss::loss_buffers!($($buf),*);
@@ -46,21 +47,17 @@ macro_rules! loss_module2 {
     };
 }
 
-/// Implements `Module` for a loss with a typed `forward3(a, b, c)`.
+/// [`loss_module!`] for a loss with a typed `forward2(input, target)`.
+macro_rules! loss_module2 {
+    ($name:ident $(, $buf:ident)*) => {
+        $crate::loss::loss_module!($name, forward2(x, y), "2 inputs (input, target)" $(, $buf)*);
+    };
+}
+
+/// [`loss_module!`] for a loss with a typed `forward3(a, b, c)`.
 macro_rules! loss_module3 {
     ($name:ident $(, $buf:ident)*) => {
-        impl crate::module::Module for $name {
-            fn type_name(&self) -> &'static str {
-                stringify!($name)
-            }
-            fn forward_many(&self, xs: &[&magpie_core::Tensor]) -> magpie_core::Result<Vec<magpie_core::Tensor>> {
-                match xs {
-                    [a, b, c] => Ok(vec![self.forward3(a, b, c)?]),
-                    _ => Err(magpie_core::Error::value(stringify!($name), format!("forward takes 3 inputs but {} were given", xs.len()))),
-                }
-            }
-            $crate::loss::loss_buffers!($($buf),*);
-        }
+        $crate::loss::loss_module!($name, forward3(a, b, c), "3 inputs" $(, $buf)*);
     };
 }
 
@@ -81,4 +78,4 @@ macro_rules! loss_buffers {
     };
 }
 
-pub(crate) use {loss_buffers, loss_module2, loss_module3};
+pub(crate) use {loss_buffers, loss_module, loss_module2, loss_module3};

@@ -1,6 +1,6 @@
 //! `torch.optim.Adam` and `torch.optim.AdamW` (decoupled weight decay), with AMSGrad.
 
-use super::{adam_moments, b, check, hyper, optimizer};
+use super::{adam_hyper, adam_moments, b, check, optimizer};
 use crate::core::{dev_buf, put, take, Hyper, OptFloat, ParamGroup, ParamState};
 use magpie_core::backend::cuda::optim::{adam_step, AdamHyper};
 use magpie_core::{Result, Tensor};
@@ -36,15 +36,7 @@ impl AdamConfig {
         check(self.weight_decay >= 0.0, "Adam", format!("Invalid weight_decay value: {}", self.weight_decay))
     }
     fn hyper(&self) -> Hyper {
-        hyper(&[
-            ("lr", self.lr),
-            ("beta1", self.betas.0),
-            ("beta2", self.betas.1),
-            ("eps", self.eps),
-            ("weight_decay", self.weight_decay),
-            ("amsgrad", b(self.amsgrad)),
-            ("maximize", b(self.maximize)),
-        ])
+        adam_hyper(self.lr, self.betas, self.eps, self.weight_decay, &[("amsgrad", b(self.amsgrad))], self.maximize)
     }
 }
 

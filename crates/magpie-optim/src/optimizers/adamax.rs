@@ -1,6 +1,6 @@
 //! `torch.optim.Adamax`: Adam with the infinity norm.
 
-use super::{b, check, hyper, optimizer};
+use super::{adam_hyper, check, optimizer};
 use crate::core::{put, take, Hyper, OptFloat, ParamGroup, ParamState};
 use magpie_core::Result;
 
@@ -26,7 +26,7 @@ impl AdamaxConfig {
         check((0.0..1.0).contains(&self.betas.0) && (0.0..1.0).contains(&self.betas.1), "Adamax", format!("Invalid beta parameters: {:?}", self.betas))
     }
     fn hyper(&self) -> Hyper {
-        hyper(&[("lr", self.lr), ("beta1", self.betas.0), ("beta2", self.betas.1), ("eps", self.eps), ("weight_decay", self.weight_decay), ("maximize", b(self.maximize))])
+        adam_hyper(self.lr, self.betas, self.eps, self.weight_decay, &[], self.maximize)
     }
 }
 

@@ -87,6 +87,29 @@ fn b(x: bool) -> f64 {
     x as u8 as f64
 }
 
+/// The hyperparameters of the Adam family in PyTorch's order: `lr`, `betas`, `eps`,
+/// `weight_decay`, the variant's own (`extra`), then `maximize`.
+pub(crate) fn adam_hyper(lr: f64, betas: (f64, f64), eps: f64, weight_decay: f64, extra: &[(&str, f64)], maximize: bool) -> crate::core::Hyper {
+    let head = [("lr", lr), ("beta1", betas.0), ("beta2", betas.1), ("eps", eps), ("weight_decay", weight_decay)];
+    let items: Vec<(&str, f64)> = head.iter().chain(extra).chain(&[("maximize", b(maximize))]).copied().collect();
+    hyper(&items)
+}
+
+/// Takes a parameter's `exp_avg` and `exp_avg_sq` (zeros at first) and counts the step: the
+/// start of an Adam-family update (give them back with [`put_moments`]).
+pub(crate) fn take_moments<T: crate::core::OptFloat>(ps: &mut crate::core::ParamState, n: usize) -> magpie_core::Result<(Vec<T>, Vec<T>)> {
+    let m = crate::core::take(ps, "exp_avg", n, T::zero())?;
+    let v = crate::core::take(ps, "exp_avg_sq", n, T::zero())?;
+    ps.step += 1.0;
+    Ok((m, v))
+}
+
+/// Stores the moments taken by [`take_moments`] back.
+pub(crate) fn put_moments<T: crate::core::OptFloat>(ps: &mut crate::core::ParamState, m: Vec<T>, v: Vec<T>) {
+    crate::core::put(ps, "exp_avg", m);
+    crate::core::put(ps, "exp_avg_sq", v);
+}
+
 /// The Adam family's moment update: `m.lerp_(d, 1 - beta1)`, `v = beta2 v + (1 - beta2) d²`.
 #[inline(always)]
 pub(crate) fn adam_moments<T: crate::core::OptFloat>(m: &mut T, v: &mut T, d: T, w1: T, b2: T, w2: T) {

@@ -1,7 +1,7 @@
 //! `torch.optim.NAdam`: Adam with Nesterov momentum and momentum decay.
 
-use super::{adam_moments, b, check, hyper, optimizer, weight_decay};
-use crate::core::{put, take, Hyper, OptFloat, ParamGroup, ParamState};
+use super::{adam_hyper, adam_moments, b, check, optimizer, put_moments, take_moments, weight_decay};
+use crate::core::{Hyper, OptFloat, ParamGroup, ParamState};
 use magpie_core::Result;
 
 /// NAdam's keyword arguments and defaults.
@@ -28,16 +28,8 @@ impl NAdamConfig {
         check(self.momentum_decay >= 0.0, "NAdam", format!("Invalid momentum_decay value: {}", self.momentum_decay))
     }
     fn hyper(&self) -> Hyper {
-        hyper(&[
-            ("lr", self.lr),
-            ("beta1", self.betas.0),
-            ("beta2", self.betas.1),
-            ("eps", self.eps),
-            ("weight_decay", self.weight_decay),
-            ("momentum_decay", self.momentum_decay),
-            ("decoupled_weight_decay", b(self.decoupled_weight_decay)),
-            ("maximize", b(self.maximize)),
-        ])
+        let extra = [("momentum_decay", self.momentum_decay), ("decoupled_weight_decay", b(self.decoupled_weight_decay))];
+        adam_hyper(self.lr, self.betas, self.eps, self.weight_decay, &extra, self.maximize)
     }
 }
 
@@ -45,9 +37,7 @@ fn update<T: OptFloat>(g: &ParamGroup, ps: &mut ParamState, p: &mut [T], grad: &
     let c = T::c;
     let (lr, b1, b2, eps, wd, md) = (g.get("lr"), g.get("beta1"), g.get("beta2"), c(g.get("eps")), g.get("weight_decay"), g.get("momentum_decay"));
     let n = p.len();
-    let mut m = take(ps, "exp_avg", n, T::zero())?;
-    let mut v = take(ps, "exp_avg_sq", n, T::zero())?;
-    ps.step += 1.0;
+    let (mut m, mut v) = take_moments::<T>(ps, n)?;
     let step = ps.step;
     let mu_product_prev = ps.scalars.get("mu_product").copied().unwrap_or(1.0);
     let bc2 = 1.0 - b2.powf(step);
@@ -67,8 +57,7 @@ fn update<T: OptFloat>(g: &ParamGroup, ps: &mut ParamState, p: &mut [T], grad: &
         p[i] = p[i] - a * (d / denom);
         p[i] = p[i] - bb * (m[i] / denom);
     }
-    put(ps, "exp_avg", m);
-    put(ps, "exp_avg_sq", v);
+    put_moments(ps, m, v);
     Ok(())
 }
 

@@ -1,7 +1,7 @@
 //! `torch.optim.RAdam`: Adam with a rectified adaptive learning rate.
 
-use super::{adam_moments, b, check, hyper, optimizer, weight_decay};
-use crate::core::{put, take, Hyper, OptFloat, ParamGroup, ParamState};
+use super::{adam_hyper, adam_moments, b, check, optimizer, put_moments, take_moments, weight_decay};
+use crate::core::{Hyper, OptFloat, ParamGroup, ParamState};
 use magpie_core::Result;
 
 /// RAdam's keyword arguments and defaults.
@@ -26,15 +26,7 @@ impl RAdamConfig {
         check(self.lr >= 0.0, "RAdam", format!("Invalid learning rate: {}", self.lr))
     }
     fn hyper(&self) -> Hyper {
-        hyper(&[
-            ("lr", self.lr),
-            ("beta1", self.betas.0),
-            ("beta2", self.betas.1),
-            ("eps", self.eps),
-            ("weight_decay", self.weight_decay),
-            ("decoupled_weight_decay", b(self.decoupled_weight_decay)),
-            ("maximize", b(self.maximize)),
-        ])
+        adam_hyper(self.lr, self.betas, self.eps, self.weight_decay, &[("decoupled_weight_decay", b(self.decoupled_weight_decay))], self.maximize)
     }
 }
 
@@ -42,9 +34,7 @@ fn update<T: OptFloat>(g: &ParamGroup, ps: &mut ParamState, p: &mut [T], grad: &
     let c = T::c;
     let (lr, b1, b2, eps, wd) = (g.get("lr"), g.get("beta1"), g.get("beta2"), c(g.get("eps")), g.get("weight_decay"));
     let n = p.len();
-    let mut m = take(ps, "exp_avg", n, T::zero())?;
-    let mut v = take(ps, "exp_avg_sq", n, T::zero())?;
-    ps.step += 1.0;
+    let (mut m, mut v) = take_moments::<T>(ps, n)?;
     let step = ps.step;
     let bc1 = 1.0 - b1.powf(step);
     let bc2 = 1.0 - b2.powf(step);
@@ -70,8 +60,7 @@ fn update<T: OptFloat>(g: &ParamGroup, ps: &mut ParamState, p: &mut [T], grad: &
             None => p[i] = p[i] + corrected * lrt * -T::one(),
         }
     }
-    put(ps, "exp_avg", m);
-    put(ps, "exp_avg_sq", v);
+    put_moments(ps, m, v);
     Ok(())
 }
 

@@ -11,7 +11,7 @@ use crate::scalar::Scalar;
 use crate::tensor::Tensor;
 use crate::{Device, Error, Result};
 
-/// The `IdxIter` kernel parameter (index.cu / scatter.cu).
+/// The `IdxIter` kernel parameter (kcommon.cuh; used by index.cu / scatter.cu).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub(super) struct IdxIter {

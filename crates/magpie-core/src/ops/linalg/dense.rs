@@ -88,38 +88,22 @@ pub fn solve(a: &[f64], b: &[f64], n: usize, r: usize) -> Option<Vec<f64>> {
 /// Solves `T X = B` in place (`T` is `n×n`, `B` is `n×r`), using only the upper or lower triangle
 /// of `T`, with a unit diagonal when `unit`.
 pub fn tri_solve(t: &[f64], b: &mut [f64], n: usize, r: usize, upper: bool, unit: bool) {
-    if upper {
-        for i in (0..n).rev() {
-            for k in i + 1..n {
-                let f = t[i * n + k];
-                if f != 0.0 {
-                    for c in 0..r {
-                        b[i * r + c] -= f * b[k * r + c];
-                    }
-                }
-            }
-            if !unit {
-                let d = t[i * n + i];
+    // back substitution (upper: last row first) or forward substitution (lower: first row first)
+    for s in 0..n {
+        let i = if upper { n - 1 - s } else { s };
+        let solved = if upper { i + 1..n } else { 0..i };
+        for k in solved {
+            let f = t[i * n + k];
+            if f != 0.0 {
                 for c in 0..r {
-                    b[i * r + c] /= d;
+                    b[i * r + c] -= f * b[k * r + c];
                 }
             }
         }
-    } else {
-        for i in 0..n {
-            for k in 0..i {
-                let f = t[i * n + k];
-                if f != 0.0 {
-                    for c in 0..r {
-                        b[i * r + c] -= f * b[k * r + c];
-                    }
-                }
-            }
-            if !unit {
-                let d = t[i * n + i];
-                for c in 0..r {
-                    b[i * r + c] /= d;
-                }
+        if !unit {
+            let d = t[i * n + i];
+            for c in 0..r {
+                b[i * r + c] /= d;
             }
         }
     }
@@ -232,26 +216,14 @@ pub fn eigh(a: &[f64], n: usize) -> (Vec<f64>, Vec<f64>) {
                 if apq == 0.0 {
                     continue;
                 }
-                let theta = (s[q * n + q] - s[p * n + p]) / (2.0 * apq);
-                let t = theta.signum() / (theta.abs() + (theta * theta + 1.0).sqrt());
-                let t = if theta == 0.0 { 1.0 } else { t };
-                let c = 1.0 / (t * t + 1.0).sqrt();
-                let sn = t * c;
-                for k in 0..n {
-                    let (skp, skq) = (s[k * n + p], s[k * n + q]);
-                    s[k * n + p] = c * skp - sn * skq;
-                    s[k * n + q] = sn * skp + c * skq;
-                }
+                let (c, sn) = jacobi_rotation((s[q * n + q] - s[p * n + p]) / (2.0 * apq));
+                rotate_cols(&mut s, n, n, p, q, c, sn);
                 for k in 0..n {
                     let (spk, sqk) = (s[p * n + k], s[q * n + k]);
                     s[p * n + k] = c * spk - sn * sqk;
                     s[q * n + k] = sn * spk + c * sqk;
                 }
-                for k in 0..n {
-                    let (vkp, vkq) = (v[k * n + p], v[k * n + q]);
-                    v[k * n + p] = c * vkp - sn * vkq;
-                    v[k * n + q] = sn * vkp + c * vkq;
-                }
+                rotate_cols(&mut v, n, n, p, q, c, sn);
             }
         }
     }
@@ -265,6 +237,25 @@ pub fn eigh(a: &[f64], n: usize) -> (Vec<f64>, Vec<f64>) {
         }
     }
     (w, vs)
+}
+
+/// The Jacobi rotation `(cos, sin)` for `θ = (a_qq - a_pp) / (2 a_pq)`: `t = tan` is the
+/// smaller root of `t² + 2θt - 1 = 0` (1 when `θ = 0`).
+fn jacobi_rotation(theta: f64) -> (f64, f64) {
+    let t = theta.signum() / (theta.abs() + (theta * theta + 1.0).sqrt());
+    let t = if theta == 0.0 { 1.0 } else { t };
+    let c = 1.0 / (t * t + 1.0).sqrt();
+    (c, t * c)
+}
+
+/// Rotates columns `p` and `q` of a row-major `rows×n` matrix by `(c, s)`:
+/// `(a_p, a_q) <- (c a_p - s a_q, s a_p + c a_q)`.
+fn rotate_cols(a: &mut [f64], rows: usize, n: usize, p: usize, q: usize, c: f64, s: f64) {
+    for k in 0..rows {
+        let (x, y) = (a[k * n + p], a[k * n + q]);
+        a[k * n + p] = c * x - s * y;
+        a[k * n + q] = s * x + c * y;
+    }
 }
 
 /// Thin SVD of an `m×n` matrix by one-sided Jacobi: `(U m×k, S k, Vᵀ k×n)` with `k = min(m, n)`,
@@ -297,21 +288,9 @@ pub fn svd(a: &[f64], m: usize, n: usize) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
                     continue;
                 }
                 rotated = true;
-                let zeta = (be - al) / (2.0 * ga);
-                let t = zeta.signum() / (zeta.abs() + (1.0 + zeta * zeta).sqrt());
-                let t = if zeta == 0.0 { 1.0 } else { t };
-                let c = 1.0 / (1.0 + t * t).sqrt();
-                let s = c * t;
-                for i in 0..m {
-                    let (x, y) = (w[i * n + p], w[i * n + q]);
-                    w[i * n + p] = c * x - s * y;
-                    w[i * n + q] = s * x + c * y;
-                }
-                for i in 0..n {
-                    let (x, y) = (v[i * n + p], v[i * n + q]);
-                    v[i * n + p] = c * x - s * y;
-                    v[i * n + q] = s * x + c * y;
-                }
+                let (c, s) = jacobi_rotation((be - al) / (2.0 * ga));
+                rotate_cols(&mut w, m, n, p, q, c, s);
+                rotate_cols(&mut v, n, n, p, q, c, s);
             }
         }
         if !rotated {

@@ -6,31 +6,6 @@
 typedef Ty<T>::acc A;
 #define VEC (16 / sizeof(T))
 
-// The iteration space (row-major over `size`) and, per operand, its strides. The indexed dim's
-// stride is zero in the indexed operand's strides; `dstride` is its real stride and `lim` its size.
-struct IdxIter {
-    int n;
-    int pad;
-    i64 size[MP_RMAXD];
-    i64 s_idx[MP_RMAXD];
-    i64 s_src[MP_RMAXD];
-    i64 s_out[MP_RMAXD];
-    i64 lim;
-    i64 dstride;
-};
-
-__device__ __forceinline__ void iter_offsets(const IdxIter& it, i64 i, i64& oi, i64& os, i64& oo) {
-    oi = 0; os = 0; oo = 0;
-    for (int d = it.n - 1; d >= 0; d--) {
-        i64 q = i / it.size[d];
-        i64 r = i - q * it.size[d];
-        i = q;
-        oi += r * it.s_idx[d];
-        os += r * it.s_src[d];
-        oo += r * it.s_out[d];
-    }
-}
-
 // out[i] (contiguous over the iteration space) = src[base(i) + idx[i] * dstride].
 extern "C" __global__ void gather_k(const T* __restrict__ src, T* __restrict__ out, const i64* __restrict__ idx, IdxIter it,
                                     i64 total, int* bad) {

@@ -1,6 +1,7 @@
 // Shared prelude of the reduction / softmax / norm / index / RNG kernels, after the backend's
 // preamble.cu (types, casts, m_ math): per-type load/store traits with the accumulation type,
-// warp/block reductions, and the dims helper. The host defines `T` (one module per dtype).
+// warp/block reductions, the dims helper and the indexing iteration space. The host defines `T`
+// (one module per dtype).
 
 // Ty<X>::acc is the type X is computed in (f32 for the 16-bit floats, i64 for integers and bool);
 // ld widens, st narrows with PyTorch's rounding (round to nearest even, NaN kept).
@@ -102,4 +103,30 @@ __device__ __forceinline__ i64 dims_offset(const Dims& d, i64 i) {
         i = q;
     }
     return off;
+}
+
+// The indexing kernels' (index.cu, scatter.cu) iteration space (row-major over `size`) and, per
+// operand, its strides. The indexed dim's stride is zero in the indexed operand's strides;
+// `dstride` is its real stride and `lim` its size.
+struct IdxIter {
+    int n;
+    int pad;
+    i64 size[MP_RMAXD];
+    i64 s_idx[MP_RMAXD];
+    i64 s_src[MP_RMAXD];
+    i64 s_out[MP_RMAXD];
+    i64 lim;
+    i64 dstride;
+};
+
+__device__ __forceinline__ void iter_offsets(const IdxIter& it, i64 i, i64& oi, i64& os, i64& oo) {
+    oi = 0; os = 0; oo = 0;
+    for (int d = it.n - 1; d >= 0; d--) {
+        i64 q = i / it.size[d];
+        i64 r = i - q * it.size[d];
+        i = q;
+        oi += r * it.s_idx[d];
+        os += r * it.s_src[d];
+        oo += r * it.s_out[d];
+    }
 }
