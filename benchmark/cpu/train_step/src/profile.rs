@@ -58,6 +58,18 @@ pub fn run(b: usize, t: usize, c: usize, h: usize, v: usize, layers: usize) -> R
         add("alt: exp", 0, &|| x4.exp())?;
         add("alt: gelu none", 0, &|| x4.gelu("none"))?;
         add("alt: relu", 0, &|| x4.relu())?;
+        add("alt: leaky_relu", 0, &|| x4.leaky_relu(0.01))?;
+        add("alt: hardtanh", 0, &|| x4.hardtanh(-1.0, 1.0))?;
+        add("alt: hardswish", 0, &|| x4.hardswish())?;
+        add("alt: hardsigmoid", 0, &|| x4.hardsigmoid())?;
+        add("alt: elu", 0, &|| x4.elu(1.0))?;
+        add("alt: silu", 0, &|| x4.silu())?;
+        add("alt: softplus", 0, &|| x4.softplus(1.0, 20.0))?;
+        add("alt: mish", 0, &|| x4.mish())?;
+        add("alt: logsigmoid", 0, &|| x4.logsigmoid())?;
+        let x64 = x4.detach().to_dtype(magpie_core::DType::F64)?.with_requires_grad()?;
+        add("alt: relu f64", 0, &|| x64.relu())?;
+        add("alt: sigmoid f64", 0, &|| x64.sigmoid())?;
         add("alt: sigmoid-gelu x*sigmoid(1.702x)", 0, &|| x4.mul(&x4.mul_scalar(1.702)?.sigmoid()?))?;
     }
     let wte = leaf(&[v, c])?;

@@ -4,7 +4,9 @@
 
 use crate::ops::unary::math::one_minus;
 use crate::ops::unary::{map_float, map_keep, record_unary};
+use crate::backend::cpu::activations::{self as act, f32k};
 use crate::backend::cpu::{self, rows};
+use crate::act_backward;
 use crate::tensor::Tensor;
 use crate::{Error, Result};
 use std::f64::consts::{FRAC_1_SQRT_2, PI};
@@ -14,9 +16,13 @@ const SELU_ALPHA: f64 = 1.673_263_242_354_377_3;
 const SELU_SCALE: f64 = 1.050_700_987_355_480_5;
 
 // Masks combine with `mul`: bool * bool is a logical and.
+//
+// Each backward below runs a fused one-pass kernel (`backend/cpu/activations.rs`) when
+// `act::fast_backward` holds (f32/f64 CPU, no graph of the gradient), else the tensor-op rule,
+// which stays differentiable for double backward.
 
-/// True when GELU runs the vectorized f32 CPU kernels of `vmath`.
-fn gelu_fast(x: &Tensor) -> bool {
+/// True when `x` is an f32 CPU tensor: the vectorized f32 forward kernels (and GELU's) serve it.
+fn f32_cpu(x: &Tensor) -> bool {
     x.dtype() == crate::DType::F32 && x.device() == crate::Device::Cpu
 }
 
@@ -88,7 +94,12 @@ impl Tensor {
     /// `torch.relu(x)`: `max(x, 0)` (NaN stays NaN); integers keep their dtype.
     pub fn relu(&self) -> Result<Tensor> {
         let out = map_keep("relu", self, |v| if v > 0.0 || v.is_nan() { v } else { 0.0 }, |v| v.max(0))?;
-        record_unary("relu", self, &out, |_, y, g| pass(&y.gt_scalar(0.0)?, g));
+        record_unary("relu", self, &out, |_, y, g| {
+            if act::fast_backward(y, g) {
+                return act_backward!("relu", y, g, relu_bwd);
+            }
+            pass(&y.gt_scalar(0.0)?, g)
+        });
         Ok(out)
     }
     /// `F.hardtanh(x, min_val, max_val)`: clamps to `[min_val, max_val]` (integers clamp to the
@@ -98,13 +109,20 @@ impl Tensor {
             return Err(Error::value("hardtanh", "min_val cannot be greater than max_val"));
         }
         let (lo, hi) = (min_val as i64, max_val as i64);
-        let out = map_keep(
-            "hardtanh",
-            self,
-            move |v| if v < min_val { min_val } else if v > max_val { max_val } else { v },
-            move |v| v.max(lo).min(hi),
-        )?;
+        let out = if f32_cpu(self) {
+            act::forward_f32(self, |x, o| f32k::hardtanh_fwd(x, o, min_val as f32, max_val as f32))?
+        } else {
+            map_keep(
+                "hardtanh",
+                self,
+                move |v| if v < min_val { min_val } else if v > max_val { max_val } else { v },
+                move |v| v.max(lo).min(hi),
+            )?
+        };
         record_unary("hardtanh", self, &out, move |x, _, g| {
+            if act::fast_backward(x, g) {
+                return act_backward!("hardtanh", x, g, hardtanh_bwd, min_val, max_val);
+            }
             pass(&x.gt_scalar(min_val)?.mul(&x.lt_scalar(max_val)?)?, g)
         });
         Ok(out)
@@ -117,14 +135,27 @@ impl Tensor {
     pub fn threshold(&self, threshold: f64, value: f64) -> Result<Tensor> {
         let (ti, vi) = (threshold, value as i64);
         let out = map_keep("threshold", self, move |v| if v <= threshold { value } else { v }, move |v| if (v as f64) <= ti { vi } else { v })?;
-        record_unary("threshold", self, &out, move |x, _, g| pass(&x.gt_scalar(threshold)?, g));
+        record_unary("threshold", self, &out, move |x, _, g| {
+            if act::fast_backward(x, g) {
+                return act_backward!("threshold", x, g, threshold_bwd, threshold);
+            }
+            pass(&x.gt_scalar(threshold)?, g)
+        });
         Ok(out)
     }
     /// `F.elu(x, alpha)` with PyTorch's general form `scale * (x if x > 0 else alpha * (exp(x * input_scale) - 1))`
     /// (shared by `selu` and `celu`).
     pub fn elu_full(&self, alpha: f64, scale: f64, input_scale: f64) -> Result<Tensor> {
-        let out = map_float("elu", self, move |v| if v > 0.0 { scale * v } else { scale * alpha * (v * input_scale).exp_m1() })?;
+        let out = if f32_cpu(self) {
+            let (s, sa, is) = (scale as f32, (scale * alpha) as f32, input_scale as f32);
+            act::forward_f32(self, |x, o| f32k::elu_fwd(x, o, s, sa, is))?
+        } else {
+            map_float("elu", self, move |v| if v > 0.0 { scale * v } else { scale * alpha * (v * input_scale).exp_m1() })?
+        };
         record_unary("elu", self, &out, move |x, _, g| {
+            if act::fast_backward(x, g) {
+                return act_backward!("elu", x, g, elu_bwd, scale, input_scale, input_scale * alpha * scale);
+            }
             let neg = x.mul_scalar(input_scale)?.exp()?.mul_scalar(input_scale * alpha * scale)?;
             let d = x.gt_scalar(0.0)?.where_(&neg.full_like(scale)?, &neg)?;
             g.mul(&d)
@@ -148,16 +179,30 @@ impl Tensor {
     }
     /// `F.leaky_relu(x, negative_slope)`.
     pub fn leaky_relu(&self, negative_slope: f64) -> Result<Tensor> {
-        let out = map_float("leaky_relu", self, move |v| if v > 0.0 { v } else { v * negative_slope })?;
+        let out = if f32_cpu(self) {
+            act::forward_f32(self, |x, o| f32k::leaky_relu_fwd(x, o, negative_slope))?
+        } else {
+            map_float("leaky_relu", self, move |v| if v > 0.0 { v } else { v * negative_slope })?
+        };
         record_unary("leaky_relu", self, &out, move |x, _, g| {
+            if act::fast_backward(x, g) {
+                return act_backward!("leaky_relu", x, g, leaky_relu_bwd, negative_slope);
+            }
             x.gt_scalar(0.0)?.where_(g, &g.mul_scalar(negative_slope)?)
         });
         Ok(out)
     }
     /// `F.hardswish(x)`: `x * relu6(x + 3) / 6`.
     pub fn hardswish(&self) -> Result<Tensor> {
-        let out = map_float("hardswish", self, |v| v * (v + 3.0).clamp(0.0, 6.0) / 6.0)?;
+        let out = if f32_cpu(self) {
+            act::forward_f32(self, f32k::hardswish_fwd)?
+        } else {
+            map_float("hardswish", self, |v| v * (v + 3.0).clamp(0.0, 6.0) / 6.0)?
+        };
         record_unary("hardswish", self, &out, |x, _, g| {
+            if act::fast_backward(x, g) {
+                return act_backward!("hardswish", x, g, hardswish_bwd);
+            }
             let mid = g.mul(&x.mul_scalar(1.0 / 3.0)?.add_scalar(0.5)?)?;
             let z = g.zeros_like()?;
             x.lt_scalar(-3.0)?.where_(&z, &x.le_scalar(3.0)?.where_(&mid, g)?)
@@ -166,8 +211,15 @@ impl Tensor {
     }
     /// `F.hardsigmoid(x)`: `relu6(x + 3) / 6`.
     pub fn hardsigmoid(&self) -> Result<Tensor> {
-        let out = map_float("hardsigmoid", self, |v| (v + 3.0).clamp(0.0, 6.0) / 6.0)?;
+        let out = if f32_cpu(self) {
+            act::forward_f32(self, f32k::hardsigmoid_fwd)?
+        } else {
+            map_float("hardsigmoid", self, |v| (v + 3.0).clamp(0.0, 6.0) / 6.0)?
+        };
         record_unary("hardsigmoid", self, &out, |x, _, g| {
+            if act::fast_backward(x, g) {
+                return act_backward!("hardsigmoid", x, g, hardsigmoid_bwd);
+            }
             pass(&x.gt_scalar(-3.0)?.mul(&x.lt_scalar(3.0)?)?, &g.mul_scalar(1.0 / 6.0)?)
         });
         Ok(out)
@@ -176,6 +228,9 @@ impl Tensor {
     pub fn hardshrink(&self, lambd: f64) -> Result<Tensor> {
         let out = map_float("hardshrink", self, move |v| if v >= -lambd && v <= lambd { 0.0 } else { v })?;
         record_unary("hardshrink", self, &out, move |x, _, g| {
+            if act::fast_backward(x, g) {
+                return act_backward!("hardshrink", x, g, shrink_bwd, lambd);
+            }
             let inside = x.ge_scalar(-lambd)?.mul(&x.le_scalar(lambd)?)?;
             inside.where_(&g.zeros_like()?, g)
         });
@@ -188,6 +243,9 @@ impl Tensor {
         }
         let out = map_float("softshrink", self, move |v| if v > lambd { v - lambd } else if v < -lambd { v + lambd } else { 0.0 })?;
         record_unary("softshrink", self, &out, move |x, _, g| {
+            if act::fast_backward(x, g) {
+                return act_backward!("softshrink", x, g, shrink_bwd, lambd);
+            }
             let inside = x.ge_scalar(-lambd)?.mul(&x.le_scalar(lambd)?)?;
             inside.where_(&g.zeros_like()?, g)
         });
@@ -204,8 +262,15 @@ impl Tensor {
     }
     /// `F.softplus(x, beta, threshold)`: `log(1 + exp(beta x)) / beta`, linear where `beta x > threshold`.
     pub fn softplus(&self, beta: f64, threshold: f64) -> Result<Tensor> {
-        let out = map_float("softplus", self, move |v| if v * beta > threshold { v } else { (v * beta).exp().ln_1p() / beta })?;
+        let out = if f32_cpu(self) {
+            act::forward_f32(self, |x, o| f32k::softplus_fwd(x, o, beta as f32, threshold as f32))?
+        } else {
+            map_float("softplus", self, move |v| if v * beta > threshold { v } else { (v * beta).exp().ln_1p() / beta })?
+        };
         record_unary("softplus", self, &out, move |x, _, g| {
+            if act::fast_backward(x, g) {
+                return act_backward!("softplus", x, g, softplus_bwd, beta, threshold);
+            }
             let z = x.mul_scalar(beta)?;
             let s = z.sigmoid()?;
             z.gt_scalar(threshold)?.where_(g, &g.mul(&s)?)
@@ -214,8 +279,15 @@ impl Tensor {
     }
     /// `F.silu(x)`: `x * sigmoid(x)`.
     pub fn silu(&self) -> Result<Tensor> {
-        let out = map_float("silu", self, |v| v / (1.0 + (-v).exp()))?;
+        let out = if f32_cpu(self) {
+            act::forward_f32(self, f32k::silu_fwd)?
+        } else {
+            map_float("silu", self, |v| v / (1.0 + (-v).exp()))?
+        };
         record_unary("silu", self, &out, |x, _, g| {
+            if act::fast_backward(x, g) {
+                return act_backward!("silu", x, g, silu_bwd);
+            }
             let s = x.sigmoid()?;
             g.mul(&s.mul(&x.mul(&one_minus(&s)?)?.add_scalar(1.0)?)?)
         });
@@ -223,8 +295,15 @@ impl Tensor {
     }
     /// `F.mish(x)`: `x * tanh(softplus(x))`.
     pub fn mish(&self) -> Result<Tensor> {
-        let out = map_float("mish", self, |v| v * softplus1(v).tanh())?;
+        let out = if f32_cpu(self) {
+            act::forward_f32(self, f32k::mish_fwd)?
+        } else {
+            map_float("mish", self, |v| v * softplus1(v).tanh())?
+        };
         record_unary("mish", self, &out, |x, _, g| {
+            if act::fast_backward(x, g) {
+                return act_backward!("mish", x, g, mish_bwd);
+            }
             let t = x.softplus(1.0, 20.0)?.tanh()?;
             let d = t.add(&x.mul(&x.sigmoid()?)?.mul(&one_minus(&t.mul(&t)?)?)?)?;
             g.mul(&d)
@@ -252,7 +331,7 @@ impl Tensor {
             }
         }
         match approximate {
-            "none" | "tanh" if gelu_fast(self) => {
+            "none" | "tanh" if f32_cpu(self) => {
                 let tanh = approximate == "tanh";
                 let out = cpu::read(self, |xs: &[f32]| {
                     let mut o = vec![0f32; xs.len()];
@@ -292,8 +371,17 @@ impl Tensor {
     }
     /// `F.logsigmoid(x)`: `log(sigmoid(x))`, stable for large |x|.
     pub fn logsigmoid(&self) -> Result<Tensor> {
-        let out = map_float("logsigmoid", self, |v| v.min(0.0) - (-v.abs()).exp().ln_1p())?;
-        record_unary("logsigmoid", self, &out, |x, _, g| g.mul(&x.neg_raw()?.sigmoid()?));
+        let out = if f32_cpu(self) {
+            act::forward_f32(self, f32k::logsigmoid_fwd)?
+        } else {
+            map_float("logsigmoid", self, |v| v.min(0.0) - (-v.abs()).exp().ln_1p())?
+        };
+        record_unary("logsigmoid", self, &out, |x, _, g| {
+            if act::fast_backward(x, g) {
+                return act_backward!("logsigmoid", x, g, logsigmoid_bwd);
+            }
+            g.mul(&x.neg_raw()?.sigmoid()?)
+        });
         Ok(out)
     }
     /// `F.glu(x, dim)`: `a * sigmoid(b)` for the two halves `a`, `b` of `x` along `dim`.

@@ -91,6 +91,42 @@ pub fn map_unary<I: Element, O: Element>(t: &Tensor, f: impl Fn(I) -> O + Sync +
     Tensor::from_vec(out, t.shape())
 }
 
+/// A new tensor from a block kernel `k(x_block, out_block)` over `t`'s elements as `T` (cast
+/// first if `t` is of another type), in parallel blocks when large, keeping `t`'s memory order
+/// when dense. For kernels that must be compiled as one `simd_kernel!` function to vectorize.
+pub fn map_unary_block<T: Element>(t: &Tensor, k: impl Fn(&[T], &mut [MaybeUninit<T>]) + Sync + Send) -> Result<Tensor> {
+    let run = |x: &[T]| fill(x.len(), |start, out| k(&x[start..start + out.len()], out));
+    if !t.is_contiguous() {
+        if let Some(out) = read_dense(t, run)? {
+            return Tensor::from_vec_layout(out, same_order(t.layout()));
+        }
+    }
+    let out = read(t, run)?;
+    Tensor::from_vec(out, t.shape())
+}
+
+/// [`map_unary_block`] for two inputs of the same shape: `k(a_block, b_block, out_block)`.
+/// Inputs in the same dense memory order are read in place (the result keeps it); others are
+/// gathered row-major first.
+pub fn map_binary_block<T: Element>(
+    op: &str,
+    a: &Tensor,
+    b: &Tensor,
+    k: impl Fn(&[T], &[T], &mut [MaybeUninit<T>]) + Sync + Send,
+) -> Result<Tensor> {
+    if a.shape() != b.shape() {
+        return Err(Error::shape(op, format!("shapes {:?} and {:?} differ", a.shape(), b.shape())));
+    }
+    let run = |x: &[T], y: &[T]| fill(x.len(), |start, out| k(&x[start..start + out.len()], &y[start..start + out.len()], out));
+    if a.strides() == b.strides() && !(a.is_contiguous() && b.is_contiguous()) {
+        if let Some(Some(out)) = read_dense(a, |x: &[T]| read_dense(b, |y: &[T]| run(x, y)))?.transpose()? {
+            return Tensor::from_vec_layout(out, same_order(a.layout()));
+        }
+    }
+    let out = read(a, |x: &[T]| read(b, |y: &[T]| run(x, y)))??;
+    Tensor::from_vec(out, a.shape())
+}
+
 /// `f` applied to the elements of `t` as `I`, results collected row-major into a vector.
 pub fn map_unary_into<I: Element, O: Element>(t: &Tensor, f: impl Fn(I) -> O + Sync + Send) -> Result<Vec<O>> {
     read(t, |x: &[I]| par_map(x, &f))

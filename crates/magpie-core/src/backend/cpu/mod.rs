@@ -1,6 +1,7 @@
 //! CPU kernels: the reference backend. Kernels read any strided layout; results are contiguous.
 
 mod access;
+pub mod activations;
 pub mod attention;
 mod elementwise;
 pub mod simd;
@@ -10,4 +11,4 @@ pub mod norm;
 pub mod rows;
 
 pub use access::{gather, read, scatter_into, to_vec, write};
-pub use elementwise::{map_binary, map_unary, map_unary_into, par_map};
+pub use elementwise::{map_binary, map_binary_block, map_unary, map_unary_block, map_unary_into, par_map};

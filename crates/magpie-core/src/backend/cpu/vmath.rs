@@ -76,6 +76,96 @@ pub fn tanhf_abs_accurate(x: f32) -> f32 {
     t.copysign(x)
 }
 
+/// `e^x - 1` for f32, accurate near 0 (where `expf(x) - 1` loses all digits): with `x = n ln2 + r`
+/// as in [`expf`] and `q = e^r - 1 = r + r^2 p(r)`, the result is `2^n q + (2^n - 1)`, whose two
+/// terms never cancel badly; above `n = 64` (where `2^n` alone may overflow) it is `2^n (1 + q) - 1`.
+#[inline(always)]
+pub fn expm1f(x: f32) -> f32 {
+    let xc = x.max(-104.0).min(88.722_84);
+    let t = xc * LOG2E + ROUND;
+    let n = t - ROUND;
+    let r = xc - n * LN2_HI - n * LN2_LO;
+    let p = ((((1.987_569_1e-4 * r + 1.398_2e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r + 1.666_666_5e-1) * r
+        + 5.000_000_1e-1;
+    let q = p * r * r + r;
+    let ni = t.to_bits() as i32 - 0x4B40_0000;
+    let n1 = ni >> 1;
+    let n2 = ni - n1;
+    let s1 = f32::from_bits(((n1 + 127) as u32) << 23);
+    let s2 = f32::from_bits(((n2 + 127) as u32) << 23);
+    let s = s1 * s2;
+    let small = q * s + (s - 1.0);
+    let big = (q + 1.0) * s1 * s2 - 1.0;
+    let v = if ni > 64 { big } else { small };
+    let v = if x > 88.722_84 { f32::INFINITY } else { v };
+    // +-0 keeps its sign (q = p r^2 + r turns -0 into +0)
+    let v = if x == 0.0 { x } else { v };
+    #[allow(clippy::eq_op)]
+    let nan = x != x;
+    if nan {
+        x
+    } else {
+        v
+    }
+}
+
+/// `ln(1 + u)` for `u` in `[0, 1]` (and NaN): `w = 1 + u` rounded, `w = 2^k m` with `m` in
+/// `[sqrt(1/2), sqrt 2)`, Cephes' `logf` polynomial for `ln m`, and the rounding error of `w`
+/// added back as `(u - (w - 1)) / w` (so tiny `u` gives `u`). About 1 ulp.
+#[inline(always)]
+pub fn log1pf_unit(u: f32) -> f32 {
+    let w = 1.0 + u;
+    let c = (u - (w - 1.0)) / w;
+    let hi = w > std::f32::consts::SQRT_2;
+    let m = if hi { 0.5 * w } else { w };
+    let k = if hi { 1.0 } else { 0.0 };
+    let f = m - 1.0;
+    let z = f * f;
+    let mut p = 7.037_683_6e-2f32;
+    p = p * f - 1.151_461e-1;
+    p = p * f + 1.167_699_9e-1;
+    p = p * f - 1.242_014_1e-1;
+    p = p * f + 1.424_932_3e-1;
+    p = p * f - 1.666_805_8e-1;
+    p = p * f + 2.000_071_4e-1;
+    p = p * f - 2.499_999_4e-1;
+    p = p * f + 3.333_333_1e-1;
+    let y = f * z * p + k * LN2_LO - 0.5 * z + c;
+    f + y + k * LN2_HI
+}
+
+/// `1 / (1 + e^-x)` for f32 from `e = e^{-|x|}` (never overflows): `1 / (1 + e)` for `x >= 0`,
+/// `e / (1 + e)` below, so tiny results keep their digits. NaN stays NaN.
+#[inline(always)]
+pub fn sigmoidf(x: f32) -> f32 {
+    let e = expf(-x.abs());
+    let num = if x >= 0.0 { 1.0 } else { e };
+    num / (1.0 + e)
+}
+
+/// `tanh(x)` for f32: Cephes' odd polynomial for `|x| < 0.625`, `1 - 2 / (e^{2|x|} + 1)` with
+/// the sign of `x` above (|x| clamped to 10, where the result is 1 in f32). NaN stays NaN,
+/// -0.0 stays -0.0.
+#[inline(always)]
+pub fn tanhf(x: f32) -> f32 {
+    let a = x.abs();
+    let z = x * x;
+    let small = ((((-5.704_988_7e-3 * z + 2.063_908_9e-2) * z - 5.373_971_6e-2) * z + 1.333_144_2e-1) * z - 3.333_328_2e-1) * z * x + x;
+    let ac = if a > 10.0 { 10.0 } else { a };
+    let e = expf(2.0 * ac);
+    let big = (1.0 - 2.0 / (e + 1.0)).copysign(x);
+    let v = if a < 0.625 { small } else { big };
+    // +-0 keeps its sign (the polynomial's `p z x + x` turns -0 into +0)
+    let v = if x == 0.0 { x } else { v };
+    #[allow(clippy::eq_op)]
+    let nan = x != x;
+    if nan {
+        x
+    } else {
+        v
+    }
+}
+
 /// sqrt(2 / pi) and the cubic coefficient of GELU's tanh approximation.
 const GELU_K: f32 = 0.797_884_6;
 const GELU_C: f32 = 0.044_715;

@@ -2,6 +2,8 @@
 //! `logit`: float-valued unary ops (integer inputs promote to the default float dtype).
 
 use super::{map_float, record_unary, unary, unary_methods, unary_spec, IntMode};
+use crate::backend::cpu::activations::{self as act, f32k};
+use crate::backend::cpu::vmath;
 use crate::tensor::Tensor;
 use crate::{Error, Result};
 use num_complex::Complex64;
@@ -18,7 +20,8 @@ fn one_minus_sq(x: &Tensor) -> Result<Tensor> {
 }
 
 unary_spec!(NEG, "neg", |x| -x, |x| -x, IntMode::Same(|x: i64| x.wrapping_neg()), Some(|x| -x), Some(|_, _, g| g.neg_raw()));
-unary_spec!(EXP, "exp", crate::backend::cpu::vmath::expf, f64::exp, IntMode::ToFloat, Some(|x: Complex64| x.exp()), Some(|_, y, g| g.mul(y)));
+unary_spec!(EXP, "exp", vmath::expf, f64::exp, IntMode::ToFloat, Some(|x: Complex64| x.exp()), Some(|_, y, g| g.mul(y)),
+    kernel = |x| act::forward_f32(x, f32k::exp_fwd));
 unary_spec!(EXP2, "exp2", f32::exp2, f64::exp2, IntMode::ToFloat, Some(|x: Complex64| (x * LN_2).exp()),
     Some(|_, y, g| g.mul(y)?.mul_scalar(LN_2)));
 unary_spec!(EXPM1, "expm1", f32::exp_m1, f64::exp_m1, IntMode::ToFloat, Some(|x: Complex64| x.exp() - 1.0),
@@ -52,25 +55,38 @@ unary_spec!(ATAN, "atan", f32::atan, f64::atan, IntMode::ToFloat, Some(|x: Compl
     Some(|x, _, g| g.div(&x.mul(x)?.add_scalar(1.0)?)));
 unary_spec!(SINH, "sinh", f32::sinh, f64::sinh, IntMode::ToFloat, Some(|x: Complex64| x.sinh()), Some(|x, _, g| g.mul(&x.cosh()?)));
 unary_spec!(COSH, "cosh", f32::cosh, f64::cosh, IntMode::ToFloat, Some(|x: Complex64| x.cosh()), Some(|x, _, g| g.mul(&x.sinh()?)));
-unary_spec!(TANH, "tanh", f32::tanh, f64::tanh, IntMode::ToFloat, Some(|x: Complex64| x.tanh()),
-    Some(|_, y, g| g.mul(&one_minus(&y.mul(y)?)?)));
+unary_spec!(TANH, "tanh", vmath::tanhf, f64::tanh, IntMode::ToFloat, Some(|x: Complex64| x.tanh()), Some(tanh_backward),
+    kernel = |x| act::forward_f32(x, f32k::tanh_fwd));
 unary_spec!(ASINH, "asinh", f32::asinh, f64::asinh, IntMode::ToFloat, Some(|x: Complex64| x.asinh()),
     Some(|x, _, g| g.div(&x.mul(x)?.add_scalar(1.0)?.sqrt()?)));
 unary_spec!(ACOSH, "acosh", f32::acosh, f64::acosh, IntMode::ToFloat, Some(|x: Complex64| x.acosh()),
     Some(|x, _, g| g.div(&x.mul(x)?.add_scalar(-1.0)?.sqrt()?)));
 unary_spec!(ATANH, "atanh", f32::atanh, f64::atanh, IntMode::ToFloat, Some(|x: Complex64| x.atanh()),
     Some(|x, _, g| g.div(&one_minus_sq(x)?)));
-unary_spec!(SIGMOID, "sigmoid", sigmoid_f32, sigmoid_f64, IntMode::ToFloat, Some(|x: Complex64| 1.0 / (1.0 + (-x).exp())),
-    Some(|_, y, g| g.mul(&y.mul(&one_minus(y)?)?)));
+unary_spec!(SIGMOID, "sigmoid", vmath::sigmoidf, sigmoid_f64, IntMode::ToFloat, Some(|x: Complex64| 1.0 / (1.0 + (-x).exp())),
+    Some(sigmoid_backward), kernel = |x| act::forward_f32(x, f32k::sigmoid_fwd));
 unary_spec!(DEG2RAD, "deg2rad", |x| x * (PI / 180.0) as f32, |x| x * (PI / 180.0), IntMode::ToFloat, None,
     Some(|_, _, g| g.mul_scalar(PI / 180.0)));
 unary_spec!(RAD2DEG, "rad2deg", |x| x * (180.0 / PI) as f32, |x| x * (180.0 / PI), IntMode::ToFloat, None,
     Some(|_, _, g| g.mul_scalar(180.0 / PI)));
 unary_spec!(SINC, "sinc", |x| sinc_f64(x as f64) as f32, sinc_f64, IntMode::ToFloat, Some(sinc_c), Some(sinc_backward));
 
-fn sigmoid_f32(x: f32) -> f32 {
-    1.0 / (1.0 + (-x).exp())
+/// `g (1 - y^2)` from tanh's output: one fused pass when no graph of the gradient is built.
+fn tanh_backward(_x: &Tensor, y: &Tensor, g: &Tensor) -> Result<Tensor> {
+    if act::fast_backward(y, g) {
+        return crate::act_backward!("tanh", y, g, tanh_bwd);
+    }
+    g.mul(&one_minus(&y.mul(y)?)?)
 }
+
+/// `g y (1 - y)` from sigmoid's output: one fused pass when no graph of the gradient is built.
+fn sigmoid_backward(_x: &Tensor, y: &Tensor, g: &Tensor) -> Result<Tensor> {
+    if act::fast_backward(y, g) {
+        return crate::act_backward!("sigmoid", y, g, sigmoid_bwd);
+    }
+    g.mul(&y.mul(&one_minus(y)?)?)
+}
+
 fn sigmoid_f64(x: f64) -> f64 {
     1.0 / (1.0 + (-x).exp())
 }

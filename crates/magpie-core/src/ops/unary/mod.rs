@@ -184,6 +184,11 @@ pub(crate) fn predicate(
 /// Declares a [`UnarySpec`] static.
 macro_rules! unary_spec {
     ($id:ident, $name:expr, $f32:expr, $f64:expr, $int:expr, $complex:expr, $bw:expr) => {
+        $crate::ops::unary::unary_spec!($id, $name, $f32, $f64, $int, $complex, $bw,
+            kernel = |x| $crate::backend::cpu::map_unary::<f32, f32>(x, $f32));
+    };
+    // with a dedicated f32 kernel (a vectorized block kernel) instead of `map_unary(.., f32)`
+    ($id:ident, $name:expr, $f32:expr, $f64:expr, $int:expr, $complex:expr, $bw:expr, kernel = $k:expr) => {
         #[doc = concat!("`torch.", $name, "`.")]
         pub static $id: $crate::ops::unary::UnarySpec = $crate::ops::unary::UnarySpec {
             name: $name,
@@ -193,7 +198,7 @@ macro_rules! unary_spec {
             int: $int,
             complex: $complex,
             backward: $bw,
-            f32_kernel: |x| $crate::backend::cpu::map_unary::<f32, f32>(x, $f32),
+            f32_kernel: $k,
         };
     };
 }
