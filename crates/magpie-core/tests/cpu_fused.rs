@@ -8,6 +8,16 @@ use magpie_core::autograd;
 use magpie_core::ops::nn::{self, loss, Reduction};
 use magpie_core::{DType, Result, Tensor};
 
+/// Seeds the default generator and holds a lock for the test's duration: the tests of this file
+/// run in parallel threads but share the generator, so without it each test's random inputs would
+/// depend on how the others interleave (and a tolerance met on one draw may miss on another).
+fn seeded(seed: u64) -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    magpie_core::ops::random::manual_seed(seed);
+    g
+}
+
 fn randn(shape: &[usize]) -> Tensor {
     Tensor::randn(shape).unwrap()
 }
@@ -62,7 +72,7 @@ const SHAPES: &[&[usize]] = &[&[1, 1], &[3, 7], &[5, 33], &[2, 3, 64], &[70, 102
 
 #[test]
 fn softmax_and_log_softmax_match_f64() {
-    magpie_core::ops::random::manual_seed(1);
+    let _serial = seeded(1);
     for s in SHAPES {
         let x = randn(s).mul_scalar(3.0).unwrap();
         check_vs_f64("softmax", &|a| a[0].softmax(-1, None), &[x.clone()], 2e-6);
@@ -81,7 +91,7 @@ fn softmax_and_log_softmax_match_f64() {
 
 #[test]
 fn layer_norm_matches_composite() {
-    magpie_core::ops::random::manual_seed(2);
+    let _serial = seeded(2);
     for s in SHAPES {
         let n = *s.last().unwrap();
         let x = randn(s).mul_scalar(2.0).unwrap().add_scalar(0.5).unwrap();
@@ -114,7 +124,7 @@ fn layer_norm_matches_composite() {
 
 #[test]
 fn layer_norm_double_backward_matches_composite() {
-    magpie_core::ops::random::manual_seed(3);
+    let _serial = seeded(3);
     let x = randn(&[5, 12]);
     let w = randn(&[12]);
     let g = randn(&[5, 12]);
@@ -139,7 +149,7 @@ fn layer_norm_double_backward_matches_composite() {
 
 #[test]
 fn cross_entropy_matches_composite() {
-    magpie_core::ops::random::manual_seed(4);
+    let _serial = seeded(4);
     for &(n, c) in &[(1usize, 1usize), (3, 7), (64, 513), (300, 10)] {
         let x = randn(&[n, c]).mul_scalar(2.0).unwrap();
         let mut tv: Vec<i64> = (0..n as i64).map(|i| (i * 7919) % c as i64).collect();
@@ -168,7 +178,7 @@ fn cross_entropy_matches_composite() {
 
 #[test]
 fn cross_entropy_double_backward() {
-    magpie_core::ops::random::manual_seed(5);
+    let _serial = seeded(5);
     let x = randn(&[6, 5]);
     let t = Tensor::from_vec(vec![0i64, 4, 2, 2, 1, 3], &[6]).unwrap();
     let v = randn(&[6, 5]);
@@ -188,7 +198,7 @@ fn cross_entropy_double_backward() {
 
 #[test]
 fn gelu_matches_f64() {
-    magpie_core::ops::random::manual_seed(6);
+    let _serial = seeded(6);
     for s in SHAPES {
         let x = randn(s).mul_scalar(3.0).unwrap();
         for approx in ["none", "tanh"] {
@@ -200,7 +210,7 @@ fn gelu_matches_f64() {
 
 #[test]
 fn sums_match_f64() {
-    magpie_core::ops::random::manual_seed(7);
+    let _serial = seeded(7);
     let dims: &[&[i64]] = &[&[-1], &[0], &[0, 1], &[1], &[1, 2], &[0, 2]];
     for s in [&[3usize, 5, 7][..], &[2, 300, 70], &[64, 3, 1025], &[1, 1, 1], &[4096, 2, 3]] {
         let x = randn(s);
@@ -218,7 +228,7 @@ fn sums_match_f64() {
 
 #[test]
 fn linear_matches_matmul_reference() {
-    magpie_core::ops::random::manual_seed(8);
+    let _serial = seeded(8);
     for &(lead, i, o) in &[(&[1usize][..], 1usize, 1usize), (&[3], 7, 5), (&[2, 9], 33, 17), (&[130], 64, 96)] {
         let mut xs = lead.to_vec();
         xs.push(i);
@@ -251,7 +261,7 @@ fn sdpa(q: &Tensor, k: &Tensor, v: &Tensor, causal: bool, gqa: bool) -> Result<T
 
 #[test]
 fn attention_matches_f64_composite() {
-    magpie_core::ops::random::manual_seed(11);
+    let _serial = seeded(11);
     // (q, k, v shapes): odd sizes, L > S and L < S, 2-D and 3-D, a batch big enough to run in parallel
     let cases: &[(&[usize], &[usize], &[usize])] = &[
         (&[2, 3, 7, 5], &[2, 3, 13, 5], &[2, 3, 13, 3]),
@@ -270,7 +280,7 @@ fn attention_matches_f64_composite() {
 
 #[test]
 fn attention_gqa_and_strided_head_views() {
-    magpie_core::ops::random::manual_seed(12);
+    let _serial = seeded(12);
     // grouped-query attention: 6 query heads over 2 key/value heads
     let f = |x: &[Tensor]| sdpa(&x[0], &x[1], &x[2], true, true);
     check_vs_f64("sdpa gqa", &f, &[randn(&[2, 6, 11, 8]), randn(&[2, 2, 11, 8]), randn(&[2, 2, 11, 8])], 2e-5);
@@ -286,7 +296,7 @@ fn attention_gqa_and_strided_head_views() {
 
 #[test]
 fn attention_double_backward_matches_composite() {
-    magpie_core::ops::random::manual_seed(13);
+    let _serial = seeded(13);
     let (q, k, v) = (randn(&[2, 2, 6, 4]), randn(&[2, 2, 6, 4]), randn(&[2, 2, 6, 3]));
     let (g, w) = (randn(&[2, 2, 6, 3]), randn(&[2, 2, 6, 4]));
     let run = |dt: DType| -> Vec<Tensor> {
@@ -312,7 +322,7 @@ fn attention_double_backward_matches_composite() {
 /// also a transposed (strided) input, whose row blocks start at a column offset.
 #[test]
 fn linear_thread_splits_match_reference() {
-    magpie_core::ops::random::manual_seed(9);
+    let _serial = seeded(9);
     let (m, i, o) = (1030usize, 100usize, 70usize);
     let (x, w, b, g) = (randn(&[m, i]), randn(&[o, i]), randn(&[o]), randn(&[m, o]));
     let xt = randn(&[i, m]).mt().unwrap();
