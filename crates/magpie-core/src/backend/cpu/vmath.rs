@@ -12,22 +12,29 @@ const ROUND: f32 = 12_582_912.0;
 /// `e^x` for f32: range reduction `x = n ln2 + r`, a degree-6 polynomial for `e^r` on
 /// `|r| <= ln2/2` (Cephes' coefficients), and `2^n` built from exponent bits in two halves
 /// so that subnormal results come out right.
+/// The common part of [`expf`] and [`expm1f`]: with `x = n ln2 + r` (x clamped to expf's range),
+/// `e^r - 1` as `r + r^2 p(r)`, and `2^n` as two factors (so that subnormal results come out
+/// right), and `n`.
 #[inline(always)]
-pub fn expf(x: f32) -> f32 {
+fn exp_reduce(x: f32) -> (f32, f32, f32, i32) {
     let xc = x.max(-104.0).min(88.722_84);
     let t = xc * LOG2E + ROUND;
     let n = t - ROUND;
     let r = xc - n * LN2_HI - n * LN2_LO;
     let p = ((((1.987_569_1e-4 * r + 1.398_2e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r + 1.666_666_5e-1) * r
         + 5.000_000_1e-1;
-    let y = p * r * r + r + 1.0;
+    let q = p * r * r + r;
     // n sits in the low mantissa bits of t (t's bits are ROUND's plus n): no float-to-int convert
     let ni = t.to_bits() as i32 - 0x4B40_0000;
     let n1 = ni >> 1;
     let n2 = ni - n1;
-    let s1 = f32::from_bits(((n1 + 127) as u32) << 23);
-    let s2 = f32::from_bits(((n2 + 127) as u32) << 23);
-    let v = y * s1 * s2;
+    (q, f32::from_bits(((n1 + 127) as u32) << 23), f32::from_bits(((n2 + 127) as u32) << 23), ni)
+}
+
+#[inline(always)]
+pub fn expf(x: f32) -> f32 {
+    let (q, s1, s2, _) = exp_reduce(x);
+    let v = (q + 1.0) * s1 * s2;
     if x > 88.722_84 {
         f32::INFINITY
     } else if x.is_nan() {
@@ -81,18 +88,7 @@ pub fn tanhf_abs_accurate(x: f32) -> f32 {
 /// terms never cancel badly; above `n = 64` (where `2^n` alone may overflow) it is `2^n (1 + q) - 1`.
 #[inline(always)]
 pub fn expm1f(x: f32) -> f32 {
-    let xc = x.max(-104.0).min(88.722_84);
-    let t = xc * LOG2E + ROUND;
-    let n = t - ROUND;
-    let r = xc - n * LN2_HI - n * LN2_LO;
-    let p = ((((1.987_569_1e-4 * r + 1.398_2e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r + 1.666_666_5e-1) * r
-        + 5.000_000_1e-1;
-    let q = p * r * r + r;
-    let ni = t.to_bits() as i32 - 0x4B40_0000;
-    let n1 = ni >> 1;
-    let n2 = ni - n1;
-    let s1 = f32::from_bits(((n1 + 127) as u32) << 23);
-    let s2 = f32::from_bits(((n2 + 127) as u32) << 23);
+    let (q, s1, s2, ni) = exp_reduce(x);
     let s = s1 * s2;
     let small = q * s + (s - 1.0);
     let big = (q + 1.0) * s1 * s2 - 1.0;
