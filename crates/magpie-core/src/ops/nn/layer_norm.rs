@@ -70,14 +70,7 @@ pub(crate) fn layer_norm_fused(x: &Tensor, k: usize, w: Option<&Tensor>, b: Opti
                 None => extra,
             });
         }
-        let mut out = vec![if need_x { dx } else { None }];
-        if has_w {
-            out.push(if need_w { dw } else { None });
-        }
-        if has_b {
-            out.push(if need_b { db } else { None });
-        }
-        Ok(out)
+        Ok(grad_list([(true, need_x, dx), (has_w, need_w, dw), (has_b, need_b, db)]))
     });
     Ok(Some((y, mt, rt)))
 }
@@ -188,14 +181,7 @@ fn layer_norm_cuda(x: &Tensor, k: usize, w: Option<&Tensor>, b: Option<&Tensor>,
             }
             None => composite_backward(&gr[0], &x, w.as_ref(), k, eps, need_x, need_w || need_b)?,
         };
-        let mut out = vec![if need_x { dx } else { None }];
-        if has_w {
-            out.push(if need_w { dw } else { None });
-        }
-        if has_b {
-            out.push(if need_b { db } else { None });
-        }
-        Ok(out)
+        Ok(grad_list([(true, need_x, dx), (has_w, need_w, dw), (has_b, need_b, db)]))
     });
     // the statistics' own node: its backward runs only when a gradient reaches mean or rstd
     let sx2 = Saved::new("layer_norm", x);
@@ -204,4 +190,10 @@ fn layer_norm_cuda(x: &Tensor, k: usize, w: Option<&Tensor>, b: Option<&Tensor>,
         Ok(vec![Some(stats_backward(&gr[0], &gr[1], &x, k, eps)?)])
     });
     Ok(Some((y, mt, rt)))
+}
+
+/// The gradients of (x, weight, bias) for the inputs the op has (`present`), each kept only when
+/// it is wanted.
+fn grad_list(parts: [(bool, bool, Option<Tensor>); 3]) -> Vec<Option<Tensor>> {
+    parts.into_iter().filter(|p| p.0).map(|(_, want, g)| if want { g } else { None }).collect()
 }
