@@ -12,6 +12,8 @@
 //! # Ok::<(), magpie_core::Error>(())
 //! ```
 
+pub mod blocks;
+pub mod causal_lm;
 pub mod data;
 pub mod generate;
 pub mod gpt;
