@@ -2,7 +2,7 @@
 
 use clap::Args;
 use magpie_core::{Error, Result};
-use magpie_models::generate::{generate, SampleConfig};
+use magpie_models::generate::{generate_char as generate, SampleConfig};
 use std::io::Write;
 use std::path::PathBuf;
 

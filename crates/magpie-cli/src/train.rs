@@ -6,7 +6,7 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use magpie_core::{Error, Result};
 use magpie_models::data::{Dataset, Split};
-use magpie_models::generate::{generate, SampleConfig};
+use magpie_models::generate::{generate_char as generate, SampleConfig};
 use magpie_models::gpt::GptConfig;
 use magpie_models::tokenizer::CharTokenizer;
 use magpie_models::trainer::{corpus_id, TrainConfig, Trainer};

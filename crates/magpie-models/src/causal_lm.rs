@@ -1,16 +1,16 @@
 //! What generation needs from a decoder-only language model (GPT-2, Llama, Qwen2 on the module path).
 
 use crate::blocks::kv_cache::KvCache;
+use crate::positions::StepInputs;
 use magpie_core::{DType, Device, Result, Tensor};
 
 /// A decoder that runs one step at a time over a [`KvCache`].
 ///
-/// `forward_cached(input_ids [B, T] int64, attention_mask [B, past + T] int64, cache)` returns logits
-/// `[B, T, vocab]` for the new tokens and appends their keys and values to `cache` (the cache's length
-/// moves on by `T`). The mask holds 1 for real tokens and 0 for padding over the whole sequence so far
-/// (left padding for batched prompts); position ids come from it as in transformers
-/// (`cumsum(mask) - 1`, 1 where the mask is 0), so a left-padded row gives the same logits as the
-/// same row alone.
+/// `forward_cached(step, cache)` returns logits `[B, T, vocab]` for the step's tokens and appends
+/// their keys and values to `cache` (the cache's length moves on by `T`). The step carries the
+/// padding mask over the whole sequence so far and the position ids (transformers' `generate`
+/// derives them from the mask, `cumsum(mask) - 1`), so a left-padded row gives the same logits as
+/// the same row alone.
 pub trait CausalLm: Send + Sync {
     /// Number of token ids (the logits' last dimension).
     fn vocab_size(&self) -> usize;
@@ -22,6 +22,6 @@ pub trait CausalLm: Send + Sync {
     fn dtype(&self) -> DType;
     /// An empty cache for `batch` sequences with room for `capacity` positions (it grows past that).
     fn new_cache(&self, batch: usize, capacity: usize) -> Result<KvCache>;
-    /// One step: logits of the new tokens; their keys and values are appended to `cache`.
-    fn forward_cached(&self, input_ids: &Tensor, attention_mask: &Tensor, cache: &mut KvCache) -> Result<Tensor>;
+    /// One step: logits of the step's tokens; their keys and values are appended to `cache`.
+    fn forward_cached(&self, step: &StepInputs, cache: &mut KvCache) -> Result<Tensor>;
 }

@@ -1,6 +1,7 @@
-//! Models built from `magpie-nn` modules, and what it takes to train and sample them: a GPT-2
-//! style language model ([`gpt`]), a character tokenizer, batches, a [`trainer::Trainer`] with
-//! bit-identical checkpoint/resume, and sampling.
+//! Models built from `magpie-nn` modules. Pretrained transformers loaded from Hugging Face folders
+//! ([`auto::AutoModel`]: BERT, GPT-2, Llama 3, Qwen2) with generation ([`generate`]), tokenizers
+//! ([`hf_tokenizer`]) and sentence embeddings ([`embed`]); and a character-level GPT ([`gpt`]) with
+//! its tokenizer, batches, a [`trainer::Trainer`] with bit-identical checkpoint/resume, and sampling.
 //!
 //! ```
 //! use magpie_models::gpt::{Gpt, GptConfig};
@@ -12,10 +13,19 @@
 //! # Ok::<(), magpie_core::Error>(())
 //! ```
 
+pub mod auto;
+pub mod bert;
 pub mod blocks;
 pub mod causal_lm;
+pub mod config;
 pub mod data;
 pub mod generate;
 pub mod gpt;
+pub mod gpt2;
+pub mod hub;
+pub mod llama;
+pub mod output;
+pub mod positions;
+pub mod qwen2;
 pub mod tokenizer;
 pub mod trainer;

@@ -17,5 +17,5 @@ mod dtype;
 mod read;
 mod write;
 
-pub use read::{deserialize, load, Loaded};
+pub use read::{deserialize, load, Loaded, MappedFile};
 pub use write::{save, serialize};

@@ -106,8 +106,15 @@ fn parse_entry(name: &str, v: &Json) -> Result<Entry> {
     Ok(Entry { name: name.to_string(), dtype, shape, begin, end })
 }
 
-/// Parses a whole safetensors buffer.
-pub fn deserialize(bytes: &[u8]) -> Result<Loaded> {
+/// A validated header: the entries in file order, the metadata, and where the data area starts.
+struct Header {
+    entries: Vec<Entry>,
+    metadata: BTreeMap<String, String>,
+    data_start: usize,
+}
+
+/// Parses and validates the header of a safetensors buffer against the buffer's length.
+fn parse_header(bytes: &[u8]) -> Result<Header> {
     if bytes.len() < 8 {
         return Err(err(format!("file is {} bytes, too short for the 8-byte header length", bytes.len())));
     }
@@ -124,7 +131,7 @@ pub fn deserialize(bytes: &[u8]) -> Result<Loaded> {
     let header = std::str::from_utf8(&bytes[8..8 + hlen]).map_err(|_| err("header is not valid UTF-8"))?;
     let Entries(entries) =
         serde_json::from_str::<Entries>(header).map_err(|e| err(format!("header is not a JSON object: {e}")))?;
-    let data = &bytes[8 + hlen..];
+    let data_len = bytes.len() - 8 - hlen;
     let mut metadata = BTreeMap::new();
     let mut list: Vec<Entry> = Vec::with_capacity(entries.len());
     let mut names = std::collections::HashSet::new();
@@ -156,22 +163,76 @@ pub fn deserialize(bytes: &[u8]) -> Result<Loaded> {
         }
         pos = e.end;
     }
-    if pos != data.len() {
-        return Err(err(if pos > data.len() {
-            format!("the entries need {pos} data bytes but the file has {} (truncated?)", data.len())
+    if pos != data_len {
+        return Err(err(if pos > data_len {
+            format!("the entries need {pos} data bytes but the file has {data_len} (truncated?)")
         } else {
-            format!("{} trailing bytes after the last tensor", data.len() - pos)
+            format!("{} trailing bytes after the last tensor", data_len - pos)
         }));
     }
-    let tensors = list
-        .into_iter()
-        .map(|e| {
-            let t = dtype::decode(e.dtype, &data[e.begin..e.end], &e.shape)
-                .map_err(|x| err(format!("entry '{}': {}", e.name, x)))?;
-            Ok((e.name, t))
-        })
-        .collect::<Result<Vec<_>>>()?;
-    Ok(Loaded { tensors, metadata })
+    Ok(Header { entries: list, metadata, data_start: 8 + hlen })
+}
+
+fn decode_entry(e: &Entry, data: &[u8]) -> Result<Tensor> {
+    dtype::decode(e.dtype, &data[e.begin..e.end], &e.shape).map_err(|x| err(format!("entry '{}': {}", e.name, x)))
+}
+
+/// Parses a whole safetensors buffer.
+pub fn deserialize(bytes: &[u8]) -> Result<Loaded> {
+    let h = parse_header(bytes)?;
+    let data = &bytes[h.data_start..];
+    let tensors = h.entries.iter().map(|e| Ok((e.name.clone(), decode_entry(e, data)?))).collect::<Result<Vec<_>>>()?;
+    Ok(Loaded { tensors, metadata: h.metadata })
+}
+
+/// A safetensors file mapped into memory with its header validated; tensors are decoded one at a
+/// time on request, so loading a model holds the file's pages and one decoded tensor at a time,
+/// not a second copy of the whole file.
+pub struct MappedFile {
+    map: memmap2::Mmap,
+    header: Header,
+    index: std::collections::HashMap<String, usize>,
+    path: std::path::PathBuf,
+}
+
+impl MappedFile {
+    /// Maps `path` and validates its header (every entry's dtype, shape and byte range).
+    pub fn open(path: impl AsRef<Path>) -> Result<MappedFile> {
+        let path = path.as_ref();
+        let f = std::fs::File::open(path).map_err(|e| Error::io("load", format!("cannot open {}: {e}", path.display())))?;
+        // SAFETY: the map is read-only; a concurrent writer could change bytes under us, which the
+        // decoder treats as any other (validated-length) input.
+        let map = unsafe { memmap2::Mmap::map(&f) }.map_err(|e| Error::io("load", format!("cannot map {}: {e}", path.display())))?;
+        let header = parse_header(&map).map_err(|e| Error::io("load", format!("{}: {e}", path.display())))?;
+        let index = header.entries.iter().enumerate().map(|(i, e)| (e.name.clone(), i)).collect();
+        Ok(MappedFile { map, header, index, path: path.to_path_buf() })
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Tensor names in file order.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.header.entries.iter().map(|e| e.name.as_str())
+    }
+
+    /// The `__metadata__` strings.
+    pub fn metadata(&self) -> &BTreeMap<String, String> {
+        &self.header.metadata
+    }
+
+    /// Dtype and shape of `name`, without decoding it.
+    pub fn info(&self, name: &str) -> Option<(DType, &[usize])> {
+        self.index.get(name).map(|&i| (self.header.entries[i].dtype, self.header.entries[i].shape.as_slice()))
+    }
+
+    /// Decodes the tensor `name` (a CPU tensor owning its data).
+    pub fn tensor(&self, name: &str) -> Result<Tensor> {
+        let i = *self.index.get(name).ok_or_else(|| err(format!("{}: no tensor named '{name}'", self.path.display())))?;
+        decode_entry(&self.header.entries[i], &self.map[self.header.data_start..])
+    }
 }
 
 /// Loads a safetensors file (memory-mapped while parsing; the tensors own copies of their data).

@@ -1,4 +1,4 @@
-//! Autoregressive sampling from a [`Gpt`]: temperature, top-k and nucleus (top-p) filtering,
+//! Autoregressive sampling from the character-level [`Gpt`]: temperature, top-k and nucleus (top-p) filtering,
 //! drawn from a seedable generator, one token at a time through a callback (for streaming).
 
 use crate::gpt::Gpt;
@@ -38,45 +38,10 @@ impl SampleConfig {
 
 /// Picks the next token from `logits` (one row) under `cfg`, drawing from `gen`.
 pub fn pick(logits: &[f32], cfg: &SampleConfig, gen: &mut Generator) -> u32 {
-    let argmax = || logits.iter().enumerate().fold((0, f32::NEG_INFINITY), |b, (i, &v)| if v > b.1 { (i, v) } else { b }).0 as u32;
     if cfg.temperature == 0.0 {
-        return argmax();
+        return super::logits::argmax(logits);
     }
-    // candidates sorted by logit, highest first (ties by id, so the order is deterministic)
-    let mut idx: Vec<usize> = (0..logits.len()).collect();
-    idx.sort_by(|&a, &b| logits[b].total_cmp(&logits[a]).then(a.cmp(&b)));
-    if let Some(k) = cfg.top_k {
-        idx.truncate(k.max(1));
-    }
-    let t = cfg.temperature;
-    let m = logits[idx[0]] as f64;
-    let mut p: Vec<f64> = idx.iter().map(|&i| ((logits[i] as f64 - m) / t).exp()).collect();
-    let z: f64 = p.iter().sum();
-    p.iter_mut().for_each(|v| *v /= z);
-    if let Some(top_p) = cfg.top_p {
-        let mut acc = 0.0;
-        let mut keep = p.len();
-        for (j, v) in p.iter().enumerate() {
-            acc += v;
-            if acc >= top_p {
-                keep = j + 1;
-                break;
-            }
-        }
-        p.truncate(keep);
-        idx.truncate(keep);
-        let z: f64 = p.iter().sum();
-        p.iter_mut().for_each(|v| *v /= z);
-    }
-    let u = gen.uniform(1)[0];
-    let mut acc = 0.0;
-    for (j, v) in p.iter().enumerate() {
-        acc += v;
-        if u < acc {
-            return idx[j] as u32;
-        }
-    }
-    idx[p.len() - 1] as u32
+    super::logits::sample(logits, &super::logits::Warpers { temperature: cfg.temperature, top_k: cfg.top_k, top_p: cfg.top_p }, gen)
 }
 
 /// Extends `prompt` by up to `cfg.max_new_tokens` tokens, calling `on_token` with each new one

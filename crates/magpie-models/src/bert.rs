@@ -1,0 +1,277 @@
+//! BERT (`BertModel`, `BertForMaskedLM`): absolute positions, token types, post-LayerNorm encoder
+//! layers over a padding mask, the pooler, and the masked-language-model head tied to the word
+//! embeddings. Module names follow transformers', so `named_parameters()` are checkpoint names.
+
+use crate::blocks::activation::Activation;
+use crate::blocks::attention::{attend, AttnMask, Heads};
+use crate::blocks::module_children;
+use crate::config::BertConfig;
+use crate::hub::{Init, WeightSource};
+use crate::output::ModelOutput;
+use magpie_core::ops::nn::linear;
+use magpie_core::{DType, Error, Result, Tensor};
+use magpie_nn::{Embedding, LayerNorm, Linear, Module, ModuleList};
+
+fn lin(w: &mut dyn WeightSource, name: &str, out_f: usize, in_f: usize) -> Result<Linear> {
+    Linear::from_weights(w.take(&format!("{name}.weight"), &[out_f, in_f], Init::Normal)?, Some(w.take(&format!("{name}.bias"), &[out_f], Init::Zeros)?))
+}
+
+fn layer_norm(w: &mut dyn WeightSource, name: &str, n: usize, eps: f64) -> Result<LayerNorm> {
+    let mut ln = LayerNorm::new(&[n], eps, true, true)?;
+    ln.weight = Some(w.take(&format!("{name}.weight"), &[n], Init::Ones)?);
+    ln.bias = Some(w.take(&format!("{name}.bias"), &[n], Init::Zeros)?);
+    Ok(ln)
+}
+
+fn embedding(w: &mut dyn WeightSource, name: &str, n: usize, d: usize) -> Result<Embedding> {
+    Embedding::from_weight(w.take(&format!("{name}.weight"), &[n, d], Init::Normal)?, None)
+}
+
+/// Word, position and token-type embeddings, summed and normalized.
+pub struct BertEmbeddings {
+    pub word_embeddings: Embedding,
+    pub position_embeddings: Embedding,
+    pub token_type_embeddings: Embedding,
+    pub layer_norm: LayerNorm,
+}
+module_children!(BertEmbeddings, "BertEmbeddings", [word_embeddings => "word_embeddings", position_embeddings => "position_embeddings", token_type_embeddings => "token_type_embeddings", layer_norm => "LayerNorm"]);
+
+/// The q/k/v projections (`attention.self`).
+pub struct BertSelfAttention {
+    pub query: Linear,
+    pub key: Linear,
+    pub value: Linear,
+}
+module_children!(BertSelfAttention, "BertSelfAttention", [query => "query", key => "key", value => "value"]);
+
+/// A projection, dropout (off at inference), residual add and LayerNorm (`attention.output`, `output`).
+pub struct BertResidualOutput {
+    pub dense: Linear,
+    pub layer_norm: LayerNorm,
+}
+module_children!(BertResidualOutput, "BertOutput", [dense => "dense", layer_norm => "LayerNorm"]);
+
+impl BertResidualOutput {
+    fn run(&self, x: &Tensor, residual: &Tensor) -> Result<Tensor> {
+        self.layer_norm.forward(&self.dense.forward(x)?.add(residual)?)
+    }
+}
+
+/// `attention.self` and `attention.output`.
+pub struct BertAttention {
+    pub self_attn: BertSelfAttention,
+    pub output: BertResidualOutput,
+}
+module_children!(BertAttention, "BertAttention", [self_attn => "self", output => "output"]);
+
+/// `intermediate.dense` (followed by the activation).
+pub struct BertIntermediate {
+    pub dense: Linear,
+}
+module_children!(BertIntermediate, "BertIntermediate", [dense => "dense"]);
+
+/// One encoder layer.
+pub struct BertLayer {
+    pub attention: BertAttention,
+    pub intermediate: BertIntermediate,
+    pub output: BertResidualOutput,
+}
+module_children!(BertLayer, "BertLayer", [attention => "attention", intermediate => "intermediate", output => "output"]);
+
+/// `encoder.layer.N`.
+pub struct BertEncoder {
+    pub layer: ModuleList<BertLayer>,
+}
+module_children!(BertEncoder, "BertEncoder", [layer => "layer"]);
+
+/// `pooler.dense` (tanh of a projection of the first token).
+pub struct BertPooler {
+    pub dense: Linear,
+}
+module_children!(BertPooler, "BertPooler", [dense => "dense"]);
+
+/// `BertModel`: embeddings, encoder and (when the checkpoint has one) the pooler.
+pub struct BertModel {
+    pub embeddings: BertEmbeddings,
+    pub encoder: BertEncoder,
+    pub pooler: Option<BertPooler>,
+    pub config: BertConfig,
+}
+
+impl Module for BertModel {
+    fn type_name(&self) -> &'static str {
+        "BertModel"
+    }
+    fn children(&self) -> Vec<(String, &dyn Module)> {
+        let mut c: Vec<(String, &dyn Module)> = vec![("embeddings".into(), &self.embeddings), ("encoder".into(), &self.encoder)];
+        if let Some(p) = &self.pooler {
+            c.push(("pooler".into(), p));
+        }
+        c
+    }
+    fn children_mut(&mut self) -> Vec<(String, &mut dyn Module)> {
+        let mut c: Vec<(String, &mut dyn Module)> = vec![("embeddings".into(), &mut self.embeddings), ("encoder".into(), &mut self.encoder)];
+        if let Some(p) = &mut self.pooler {
+            c.push(("pooler".into(), p));
+        }
+        c
+    }
+}
+
+impl BertModel {
+    /// Builds the encoder from `w`, names under `prefix` (`""` or `"bert."`); the pooler is built
+    /// when `pooler` is true and the source has it.
+    pub fn build(cfg: &BertConfig, w: &mut dyn WeightSource, prefix: &str, pooler: bool) -> Result<BertModel> {
+        let (h, eps) = (cfg.hidden_size, cfg.layer_norm_eps);
+        let p = |s: &str| format!("{prefix}{s}");
+        let embeddings = BertEmbeddings {
+            word_embeddings: embedding(w, &p("embeddings.word_embeddings"), cfg.vocab_size, h)?,
+            position_embeddings: embedding(w, &p("embeddings.position_embeddings"), cfg.max_position_embeddings, h)?,
+            token_type_embeddings: embedding(w, &p("embeddings.token_type_embeddings"), cfg.type_vocab_size, h)?,
+            layer_norm: layer_norm(w, &p("embeddings.LayerNorm"), h, eps)?,
+        };
+        let mut layers = ModuleList::new();
+        for i in 0..cfg.num_hidden_layers {
+            let l = |s: &str| p(&format!("encoder.layer.{i}.{s}"));
+            layers.push(Box::new(BertLayer {
+                attention: BertAttention {
+                    self_attn: BertSelfAttention {
+                        query: lin(w, &l("attention.self.query"), h, h)?,
+                        key: lin(w, &l("attention.self.key"), h, h)?,
+                        value: lin(w, &l("attention.self.value"), h, h)?,
+                    },
+                    output: BertResidualOutput { dense: lin(w, &l("attention.output.dense"), h, h)?, layer_norm: layer_norm(w, &l("attention.output.LayerNorm"), h, eps)? },
+                },
+                intermediate: BertIntermediate { dense: lin(w, &l("intermediate.dense"), cfg.intermediate_size, h)? },
+                output: BertResidualOutput { dense: lin(w, &l("output.dense"), h, cfg.intermediate_size)?, layer_norm: layer_norm(w, &l("output.LayerNorm"), h, eps)? },
+            }));
+        }
+        let pooler = if pooler && w.has(&p("pooler.dense.weight")) { Some(BertPooler { dense: lin(w, &p("pooler.dense"), h, h)? }) } else { None };
+        Ok(BertModel { embeddings, encoder: BertEncoder { layer: layers }, pooler, config: cfg.clone() })
+    }
+
+    /// `input_ids [B, T]` (int64), `attention_mask [B, T]` (1 = token, 0 = padding; None: all
+    /// tokens), `token_type_ids [B, T]` (None: all 0).
+    pub fn forward_with(&self, input_ids: &Tensor, attention_mask: Option<&Tensor>, token_type_ids: Option<&Tensor>, output_hidden_states: bool) -> Result<ModelOutput> {
+        let op = "BertModel";
+        let &[b, t] = input_ids.shape() else {
+            return Err(Error::shape(op, format!("input_ids must be [batch, seq], got {:?}", input_ids.shape())));
+        };
+        if t > self.config.max_position_embeddings {
+            return Err(Error::value(op, format!("sequence length {t} is longer than the model's {} positions", self.config.max_position_embeddings)));
+        }
+        let dev = input_ids.device();
+        let e = &self.embeddings;
+        let pos = Tensor::arange(0i64, t as i64, 1i64)?.to_device(dev)?.reshape(&[1, t as i64])?;
+        let tt = match token_type_ids {
+            Some(tt) => {
+                if tt.shape() != [b, t] {
+                    return Err(Error::shape(op, format!("token_type_ids must be [{b}, {t}] like input_ids, got {:?}", tt.shape())));
+                }
+                tt.clone()
+            }
+            None => Tensor::zeros_on(&[b, t], DType::I64, dev)?,
+        };
+        let x = e.word_embeddings.forward(input_ids)?.add(&e.token_type_embeddings.forward(&tt)?)?.add(&e.position_embeddings.forward(&pos)?)?;
+        let mut x = e.layer_norm.forward(&x)?;
+        let mask = AttnMask::bidirectional(attention_mask, t)?;
+        let heads = Heads { n_heads: self.config.num_attention_heads, n_kv_heads: self.config.num_attention_heads, head_dim: self.config.head_dim() };
+        let act = self.config.hidden_act;
+        let mut hidden = Vec::new();
+        for layer in self.encoder.layer.iter() {
+            if output_hidden_states {
+                hidden.push(x.clone());
+            }
+            x = layer.run(&x, &mask, heads, act)?;
+        }
+        if output_hidden_states {
+            hidden.push(x.clone());
+        }
+        let pooler_output = match &self.pooler {
+            Some(p) => Some(p.dense.forward(&x.select(1, 0)?)?.tanh()?),
+            None => None,
+        };
+        Ok(ModelOutput { logits: None, last_hidden_state: x, hidden_states: hidden, layer_outputs: Vec::new(), pooler_output })
+    }
+}
+
+impl BertLayer {
+    fn run(&self, x: &Tensor, mask: &AttnMask, heads: Heads, act: Activation) -> Result<Tensor> {
+        let s = &self.attention.self_attn;
+        let a = attend(&s.query.forward(x)?, &s.key.forward(x)?, &s.value.forward(x)?, heads, None, mask, None, None)?;
+        let a = self.attention.output.run(&a, x)?;
+        let i = act.apply(&self.intermediate.dense.forward(&a)?)?;
+        self.output.run(&i, &a)
+    }
+}
+
+/// `cls.predictions.transform`: dense, activation, LayerNorm.
+pub struct BertPredictionHeadTransform {
+    pub dense: Linear,
+    pub layer_norm: LayerNorm,
+}
+module_children!(BertPredictionHeadTransform, "BertPredictionHeadTransform", [dense => "dense", layer_norm => "LayerNorm"]);
+
+/// `cls.predictions`: the transform, then the decoder tied to the word embeddings plus `bias`.
+pub struct BertLMPredictionHead {
+    pub transform: BertPredictionHeadTransform,
+    pub bias: Tensor,
+}
+
+impl Module for BertLMPredictionHead {
+    fn type_name(&self) -> &'static str {
+        "BertLMPredictionHead"
+    }
+    fn local_parameters(&self) -> Vec<(&'static str, &Tensor)> {
+        vec![("bias", &self.bias)]
+    }
+    fn local_parameters_mut(&mut self) -> Vec<(&'static str, &mut Tensor)> {
+        vec![("bias", &mut self.bias)]
+    }
+    fn children(&self) -> Vec<(String, &dyn Module)> {
+        vec![("transform".into(), &self.transform)]
+    }
+    fn children_mut(&mut self) -> Vec<(String, &mut dyn Module)> {
+        vec![("transform".into(), &mut self.transform)]
+    }
+}
+
+/// `cls` (`BertOnlyMLMHead`).
+pub struct BertOnlyMLMHead {
+    pub predictions: BertLMPredictionHead,
+}
+module_children!(BertOnlyMLMHead, "BertOnlyMLMHead", [predictions => "predictions"]);
+
+/// `BertForMaskedLM`: `bert` (without pooler) and `cls`.
+pub struct BertForMaskedLM {
+    pub bert: BertModel,
+    pub cls: BertOnlyMLMHead,
+}
+module_children!(BertForMaskedLM, "BertForMaskedLM", [bert => "bert", cls => "cls"]);
+
+impl BertForMaskedLM {
+    /// Builds the model from `w` (names `bert.*` and `cls.*`).
+    pub fn build(cfg: &BertConfig, w: &mut dyn WeightSource) -> Result<BertForMaskedLM> {
+        let bert = BertModel::build(cfg, w, "bert.", false)?;
+        let h = cfg.hidden_size;
+        let cls = BertOnlyMLMHead {
+            predictions: BertLMPredictionHead {
+                transform: BertPredictionHeadTransform {
+                    dense: lin(w, "cls.predictions.transform.dense", h, h)?,
+                    layer_norm: layer_norm(w, "cls.predictions.transform.LayerNorm", h, cfg.layer_norm_eps)?,
+                },
+                bias: w.take("cls.predictions.bias", &[cfg.vocab_size], Init::Zeros)?,
+            },
+        };
+        Ok(BertForMaskedLM { bert, cls })
+    }
+
+    /// The encoder's outputs and the MLM logits `[B, T, vocab]`.
+    pub fn forward_with(&self, input_ids: &Tensor, attention_mask: Option<&Tensor>, token_type_ids: Option<&Tensor>, output_hidden_states: bool) -> Result<ModelOutput> {
+        let mut out = self.bert.forward_with(input_ids, attention_mask, token_type_ids, output_hidden_states)?;
+        let p = &self.cls.predictions;
+        let h = p.transform.layer_norm.forward(&self.bert.config.hidden_act.apply(&p.transform.dense.forward(&out.last_hidden_state)?)?)?;
+        out.logits = Some(linear(&h, &self.bert.embeddings.word_embeddings.weight, Some(&p.bias))?);
+        Ok(out)
+    }
+}

@@ -1,0 +1,153 @@
+//! Llama (`LlamaForCausalLM`, Llama 2/3): RMSNorm, rotary embeddings (plain, linear or `llama3`
+//! scaled), grouped-query attention, the SwiGLU MLP, tied or untied embeddings. Qwen2 is this model
+//! with biases on the q/k/v projections (`qwen2.rs` wires it).
+
+use crate::blocks::attention::{attend, AttnMask, Heads};
+use crate::blocks::kv_cache::KvCache;
+use crate::blocks::mlp::GatedMlp;
+use crate::blocks::module_children;
+use crate::blocks::rope::Rope;
+use crate::config::LlamaConfig;
+use crate::hub::{Init, WeightSource};
+use crate::output::ModelOutput;
+use crate::positions::StepInputs;
+use magpie_core::ops::nn::linear;
+use magpie_core::Result;
+use magpie_nn::{Embedding, Linear, Module, ModuleList, RMSNorm};
+
+fn lin(w: &mut dyn WeightSource, name: &str, out_f: usize, in_f: usize, bias: bool) -> Result<Linear> {
+    let weight = w.take(&format!("{name}.weight"), &[out_f, in_f], Init::Normal)?;
+    let bias = if bias { Some(w.take(&format!("{name}.bias"), &[out_f], Init::Zeros)?) } else { None };
+    Linear::from_weights(weight, bias)
+}
+
+fn rms(w: &mut dyn WeightSource, name: &str, n: usize, eps: f64) -> Result<RMSNorm> {
+    let mut r = RMSNorm::new(&[n], Some(eps), true)?;
+    r.weight = Some(w.take(&format!("{name}.weight"), &[n], Init::Ones)?);
+    Ok(r)
+}
+
+/// `self_attn`: separate q/k/v/o projections.
+pub struct LlamaAttention {
+    pub q_proj: Linear,
+    pub k_proj: Linear,
+    pub v_proj: Linear,
+    pub o_proj: Linear,
+}
+module_children!(LlamaAttention, "LlamaAttention", [q_proj => "q_proj", k_proj => "k_proj", v_proj => "v_proj", o_proj => "o_proj"]);
+
+/// `layers.N`.
+pub struct LlamaDecoderLayer {
+    pub self_attn: LlamaAttention,
+    pub mlp: GatedMlp,
+    pub input_layernorm: RMSNorm,
+    pub post_attention_layernorm: RMSNorm,
+}
+module_children!(LlamaDecoderLayer, "LlamaDecoderLayer", [self_attn => "self_attn", mlp => "mlp", input_layernorm => "input_layernorm", post_attention_layernorm => "post_attention_layernorm"]);
+
+/// `model`.
+pub struct LlamaModel {
+    pub embed_tokens: Embedding,
+    pub layers: ModuleList<LlamaDecoderLayer>,
+    pub norm: RMSNorm,
+}
+module_children!(LlamaModel, "LlamaModel", [embed_tokens => "embed_tokens", layers => "layers", norm => "norm"]);
+
+/// `LlamaForCausalLM` (and `Qwen2ForCausalLM`).
+pub struct LlamaForCausalLM {
+    pub model: LlamaModel,
+    /// None when tied to `model.embed_tokens`.
+    pub lm_head: Option<Linear>,
+    pub config: LlamaConfig,
+    pub rope: Rope,
+}
+
+impl Module for LlamaForCausalLM {
+    fn type_name(&self) -> &'static str {
+        "LlamaForCausalLM"
+    }
+    fn children(&self) -> Vec<(String, &dyn Module)> {
+        let mut c: Vec<(String, &dyn Module)> = vec![("model".into(), &self.model)];
+        if let Some(h) = &self.lm_head {
+            c.push(("lm_head".into(), h));
+        }
+        c
+    }
+    fn children_mut(&mut self) -> Vec<(String, &mut dyn Module)> {
+        let mut c: Vec<(String, &mut dyn Module)> = vec![("model".into(), &mut self.model)];
+        if let Some(h) = &mut self.lm_head {
+            c.push(("lm_head".into(), h));
+        }
+        c
+    }
+}
+
+impl LlamaForCausalLM {
+    /// Builds the model from `w` (names `model.*`, `lm_head.weight` when untied).
+    pub fn build(cfg: &LlamaConfig, w: &mut dyn WeightSource) -> Result<LlamaForCausalLM> {
+        let (h, eps) = (cfg.hidden_size, cfg.rms_norm_eps);
+        let (q_out, kv_out) = (cfg.num_attention_heads * cfg.head_dim, cfg.num_key_value_heads * cfg.head_dim);
+        let mut layers = ModuleList::new();
+        for i in 0..cfg.num_hidden_layers {
+            let l = |s: &str| format!("model.layers.{i}.{s}");
+            layers.push(Box::new(LlamaDecoderLayer {
+                self_attn: LlamaAttention {
+                    q_proj: lin(w, &l("self_attn.q_proj"), q_out, h, cfg.qkv_bias)?,
+                    k_proj: lin(w, &l("self_attn.k_proj"), kv_out, h, cfg.qkv_bias)?,
+                    v_proj: lin(w, &l("self_attn.v_proj"), kv_out, h, cfg.qkv_bias)?,
+                    o_proj: lin(w, &l("self_attn.o_proj"), h, q_out, cfg.o_bias)?,
+                },
+                mlp: GatedMlp {
+                    gate_proj: lin(w, &l("mlp.gate_proj"), cfg.intermediate_size, h, cfg.mlp_bias)?,
+                    up_proj: lin(w, &l("mlp.up_proj"), cfg.intermediate_size, h, cfg.mlp_bias)?,
+                    down_proj: lin(w, &l("mlp.down_proj"), h, cfg.intermediate_size, cfg.mlp_bias)?,
+                    act: cfg.hidden_act,
+                },
+                input_layernorm: rms(w, &l("input_layernorm"), h, eps)?,
+                post_attention_layernorm: rms(w, &l("post_attention_layernorm"), h, eps)?,
+            }));
+        }
+        let model = LlamaModel {
+            embed_tokens: Embedding::from_weight(w.take("model.embed_tokens.weight", &[cfg.vocab_size, h], Init::Normal)?, None)?,
+            layers,
+            norm: rms(w, "model.norm", h, eps)?,
+        };
+        let lm_head = if cfg.tie_word_embeddings { None } else { Some(lin(w, "lm_head", cfg.vocab_size, h, false)?) };
+        let rope = Rope::new(cfg.head_dim, cfg.rope_theta, &cfg.rope_scaling);
+        Ok(LlamaForCausalLM { model, lm_head, config: cfg.clone(), rope })
+    }
+
+    /// One forward over `step`, appending to `cache` when given.
+    pub fn forward_step(&self, step: &StepInputs, mut cache: Option<&mut KvCache>, output_hidden_states: bool) -> Result<ModelOutput> {
+        step.check_positions("LlamaForCausalLM", None)?;
+        let c = &self.config;
+        let mut x = self.model.embed_tokens.forward(&step.input_ids)?;
+        let (cos, sin) = self.rope.tables(&step.positions, step.b, step.t, x.dtype(), step.device())?;
+        let mask = AttnMask::causal(step.attention_mask.as_ref(), step.past, step.t, step.device())?;
+        let heads = Heads { n_heads: c.num_attention_heads, n_kv_heads: c.num_key_value_heads, head_dim: c.head_dim };
+        let (mut hidden, mut layer_outputs) = (Vec::new(), Vec::new());
+        for (i, layer) in self.model.layers.iter().enumerate() {
+            if output_hidden_states {
+                hidden.push(x.clone());
+            }
+            let a = &layer.self_attn;
+            let n = layer.input_layernorm.forward(&x)?;
+            let y = attend(&a.q_proj.forward(&n)?, &a.k_proj.forward(&n)?, &a.v_proj.forward(&n)?, heads, Some((&cos, &sin)), &mask, cache.as_deref_mut().map(|c| (c, i)), None)?;
+            x = x.add(&a.o_proj.forward(&y)?)?;
+            x = x.add(&layer.mlp.run(&layer.post_attention_layernorm.forward(&x)?)?)?;
+            if output_hidden_states {
+                layer_outputs.push(x.clone());
+            }
+        }
+        if let Some(c) = cache {
+            c.advance(step.t);
+        }
+        let x = self.model.norm.forward(&x)?;
+        if output_hidden_states {
+            hidden.push(x.clone());
+        }
+        let head = self.lm_head.as_ref().map_or(&self.model.embed_tokens.weight, |l| &l.weight);
+        let logits = linear(&x, head, None)?;
+        Ok(ModelOutput { logits: Some(logits), last_hidden_state: x, hidden_states: hidden, layer_outputs, pooler_output: None })
+    }
+}
