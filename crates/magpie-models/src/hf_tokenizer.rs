@@ -1,0 +1,92 @@
+//! Hugging Face tokenizers (`tokenizer.json`: WordPiece for BERT, byte-level BPE for GPT-2, Llama 3
+//! and Qwen2) through the `tokenizers` crate, and a streaming decoder that prints text as tokens
+//! arrive without splitting a multi-byte character.
+
+use magpie_core::{Error, Result};
+use std::path::Path;
+
+/// A `tokenizer.json` tokenizer.
+pub struct HfTokenizer {
+    inner: tokenizers::Tokenizer,
+}
+
+fn terr(e: impl std::fmt::Display) -> Error {
+    Error::value("tokenizer", e.to_string())
+}
+
+impl HfTokenizer {
+    /// Reads `tokenizer.json`.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<HfTokenizer> {
+        let path = path.as_ref();
+        if !path.is_file() {
+            return Err(Error::io("tokenizer", format!("{}: no such file", path.display())));
+        }
+        let inner = tokenizers::Tokenizer::from_file(path).map_err(|e| Error::io("tokenizer", format!("{}: {e}", path.display())))?;
+        Ok(HfTokenizer { inner })
+    }
+
+    /// Token ids of `text`, with the tokenizer's special tokens (`[CLS] ... [SEP]`, Llama 3's
+    /// `<|begin_of_text|>`) when `add_special_tokens`, as `tokenizer(text)` in transformers.
+    pub fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>> {
+        Ok(self.inner.encode(text, add_special_tokens).map_err(terr)?.get_ids().to_vec())
+    }
+
+    /// Like [`HfTokenizer::encode`], truncated to `max_len` tokens special tokens included (the
+    /// tokenizer's own truncation, so `[SEP]` stays last).
+    pub fn encode_truncated(&self, text: &str, max_len: usize) -> Result<Vec<u32>> {
+        let mut t = self.inner.clone();
+        t.with_padding(None);
+        t.with_truncation(Some(tokenizers::TruncationParams { max_length: max_len, ..Default::default() })).map_err(terr)?;
+        Ok(t.encode(text, true).map_err(terr)?.get_ids().to_vec())
+    }
+
+    /// Text of `ids`.
+    pub fn decode(&self, ids: &[u32], skip_special_tokens: bool) -> Result<String> {
+        self.inner.decode(ids, skip_special_tokens).map_err(terr)
+    }
+
+    /// The id of a token, if the vocabulary has it.
+    pub fn token_to_id(&self, token: &str) -> Option<u32> {
+        self.inner.token_to_id(token)
+    }
+
+    /// Vocabulary size including added tokens.
+    pub fn vocab_size(&self) -> usize {
+        self.inner.get_vocab_size(true)
+    }
+}
+
+/// Turns a growing list of generated ids into text pieces: each call returns the text the new ids
+/// add, held back while it ends in an incomplete character (transformers' `TextStreamer` rule).
+pub struct DecodeStream<'a> {
+    tok: &'a HfTokenizer,
+    ids: Vec<u32>,
+    printed: usize,
+}
+
+impl<'a> DecodeStream<'a> {
+    /// A stream over `tok`.
+    pub fn new(tok: &'a HfTokenizer) -> Self {
+        DecodeStream { tok, ids: Vec::new(), printed: 0 }
+    }
+
+    /// Adds `id`; returns the newly completed text (possibly empty).
+    pub fn push(&mut self, id: u32) -> Result<String> {
+        self.ids.push(id);
+        let text = self.tok.decode(&self.ids, true)?;
+        if text.ends_with('\u{FFFD}') || text.len() < self.printed || !text.is_char_boundary(self.printed) {
+            return Ok(String::new());
+        }
+        let new = text[self.printed..].to_string();
+        self.printed = text.len();
+        Ok(new)
+    }
+
+    /// Whatever is left (at the end of generation).
+    pub fn finish(&mut self) -> Result<String> {
+        let text = self.tok.decode(&self.ids, true)?;
+        let rest = if text.len() > self.printed && text.is_char_boundary(self.printed) { text[self.printed..].to_string() } else { String::new() };
+        self.printed = text.len();
+        Ok(rest)
+    }
+}
