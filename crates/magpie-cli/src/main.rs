@@ -1,13 +1,15 @@
 //! `magpie`: torch-magpie's command-line tool.
 //!
 //! `magpie train` trains a small GPT on a built-in corpus (this project's sources) and
-//! `magpie sample` generates from its checkpoint: the main job. `magpie demo` (the default
+//! `magpie sample` generates from its checkpoint: the main job. `magpie generate`, `magpie forward`
+//! and `magpie embed` run pretrained Hugging Face models (BERT, GPT-2, Llama 3, Qwen2). `magpie demo` (the default
 //! without a subcommand) fits a line with autograd; `magpie ops` lists the ops reachable by name.
 
 use clap::{Parser, Subcommand};
 use magpie_core::{autograd, registry, Result, Tensor};
 use std::process::ExitCode;
 
+mod hf;
 mod sample;
 mod train;
 
@@ -35,6 +37,12 @@ enum Cmd {
     Train(train::TrainArgs),
     /// Generate text from a checkpoint written by `train`.
     Sample(sample::SampleArgs),
+    /// Generate with a pretrained Hugging Face decoder (GPT-2, Llama 3, Qwen2), streaming the text.
+    Generate(hf::GenerateArgs),
+    /// Run a Hugging Face model on token ids from a safetensors file; write logits and hidden states.
+    Forward(hf::ForwardArgs),
+    /// Sentence embeddings with a BERT model (sentence-transformers' pooling and normalization).
+    Embed(hf::EmbedArgs),
 }
 
 fn demo(steps: usize, lr: f64) -> Result<()> {
@@ -98,6 +106,9 @@ fn main() -> ExitCode {
         }
         Cmd::Train(a) => train::run(a),
         Cmd::Sample(a) => sample::run(a),
+        Cmd::Generate(a) => hf::generate_cmd(a),
+        Cmd::Forward(a) => hf::forward_cmd(a),
+        Cmd::Embed(a) => hf::embed_cmd(a),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,

@@ -6,7 +6,8 @@ use magpie_core::{DType, Device, Result, Tensor};
 
 /// A decoder that runs one step at a time over a [`KvCache`].
 ///
-/// `forward_cached(step, cache)` returns logits `[B, T, vocab]` for the step's tokens and appends
+/// `forward_cached(step, cache)` returns logits `[B, T, vocab]` for the step's tokens (`[B, 1, vocab]`
+/// with `step.last_only`) and appends
 /// their keys and values to `cache` (the cache's length moves on by `T`). The step carries the
 /// padding mask over the whole sequence so far and the position ids (transformers' `generate`
 /// derives them from the mask, `cumsum(mask) - 1`), so a left-padded row gives the same logits as

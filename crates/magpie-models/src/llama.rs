@@ -147,7 +147,8 @@ impl LlamaForCausalLM {
             hidden.push(x.clone());
         }
         let head = self.lm_head.as_ref().map_or(&self.model.embed_tokens.weight, |l| &l.weight);
-        let logits = linear(&x, head, None)?;
+        let last = if step.last_only { x.narrow(1, step.t as i64 - 1, 1)? } else { x.clone() };
+        let logits = linear(&last, head, None)?;
         Ok(ModelOutput { logits: Some(logits), last_hidden_state: x, hidden_states: hidden, layer_outputs, pooler_output: None })
     }
 }

@@ -13,6 +13,8 @@ pub struct StepInputs {
     pub past: usize,
     pub b: usize,
     pub t: usize,
+    /// Compute the logits of the last position only (`logits_to_keep=1`: all generation needs).
+    pub last_only: bool,
 }
 
 impl StepInputs {
@@ -40,7 +42,7 @@ impl StepInputs {
             None => (0..b).flat_map(|_| (past..past + t).map(|p| p as i64)).collect(),
         };
         let attention_mask = attention_mask.map(|m| m.to_device(input_ids.device())).transpose()?;
-        Ok(StepInputs { input_ids: input_ids.clone(), attention_mask, positions, past, b, t })
+        Ok(StepInputs { input_ids: input_ids.clone(), attention_mask, positions, past, b, t, last_only: false })
     }
 
     /// Where the ids live.

@@ -93,6 +93,11 @@ fn pass(mask: &Tensor, g: &Tensor) -> Result<Tensor> {
 impl Tensor {
     /// `torch.relu(x)`: `max(x, 0)` (NaN stays NaN); integers keep their dtype.
     pub fn relu(&self) -> Result<Tensor> {
+        if self.device().is_cuda() && self.dtype().is_float() {
+            // no CUDA kernel of its own yet: x * (x > 0) from native kernels (NaN stays NaN; the
+            // gradient is the mask, 0 at 0 as PyTorch's)
+            return self.mul(&self.gt_scalar(0.0)?.to_dtype(self.dtype())?);
+        }
         let out = map_keep("relu", self, |v| if v > 0.0 || v.is_nan() { v } else { 0.0 }, |v| v.max(0))?;
         record_unary("relu", self, &out, |_, y, g| {
             if act::fast_backward(y, g) {
@@ -279,6 +284,11 @@ impl Tensor {
     }
     /// `F.silu(x)`: `x * sigmoid(x)`.
     pub fn silu(&self) -> Result<Tensor> {
+        if self.device().is_cuda() && self.dtype().is_float() {
+            // no CUDA kernel of its own yet: x * sigmoid(x) from two native elementwise kernels
+            // (autograd differentiates the composite)
+            return self.mul(&self.sigmoid()?);
+        }
         let out = if f32_cpu(self) {
             act::forward_f32(self, f32k::silu_fwd)?
         } else {

@@ -159,10 +159,11 @@ pub fn generate(lm: &dyn CausalLm, prompts: &[Vec<u32>], cfg: &GenerationConfig,
     let mut past = 0;
     for _ in 0..cfg.max_new_tokens {
         let t = input.shape()[1];
-        let step = StepInputs::new(&input, mask_tensor(&mask_host)?.as_ref(), Some(positions.clone()), past)?;
+        let mut step = StepInputs::new(&input, mask_tensor(&mask_host)?.as_ref(), Some(positions.clone()), past)?;
+        step.last_only = true;
         let lg = lm.forward_cached(&step, &mut cache)?;
         past += t;
-        let last = lg.select(1, t as i64 - 1)?.to_dtype(DType::F32)?.to_vec::<f32>()?;
+        let last = lg.select(1, -1)?.to_dtype(DType::F32)?.to_vec::<f32>()?;
         let mut picked = vec![None; b];
         for r in 0..b {
             if done[r] {
