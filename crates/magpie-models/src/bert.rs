@@ -8,7 +8,7 @@ use crate::blocks::module_children;
 use crate::config::BertConfig;
 use crate::hub::{Init, WeightSource};
 use crate::output::ModelOutput;
-use magpie_core::ops::nn::linear;
+use magpie_core::ops::nn::{dropout, linear};
 use magpie_core::{DType, Error, Result, Tensor};
 use magpie_nn::{Embedding, LayerNorm, Linear, Module, ModuleList};
 
@@ -52,8 +52,25 @@ pub struct BertResidualOutput {
 module_children!(BertResidualOutput, "BertOutput", [dense => "dense", layer_norm => "LayerNorm"]);
 
 impl BertResidualOutput {
-    fn run(&self, x: &Tensor, residual: &Tensor) -> Result<Tensor> {
-        self.layer_norm.forward(&self.dense.forward(x)?.add(residual)?)
+    fn run(&self, x: &Tensor, residual: &Tensor, drop: Drop) -> Result<Tensor> {
+        self.layer_norm.forward(&drop.hidden(&self.dense.forward(x)?)?.add(residual)?)
+    }
+}
+
+/// Dropout probabilities of one forward call (zero in eval mode).
+#[derive(Clone, Copy)]
+struct Drop {
+    hidden: f64,
+    attention: f64,
+}
+
+impl Drop {
+    fn hidden(self, x: &Tensor) -> Result<Tensor> {
+        if self.hidden > 0.0 {
+            dropout(x, self.hidden, true, false)
+        } else {
+            Ok(x.clone())
+        }
     }
 }
 
@@ -96,6 +113,8 @@ pub struct BertModel {
     pub encoder: BertEncoder,
     pub pooler: Option<BertPooler>,
     pub config: BertConfig,
+    /// Training mode (dropout on); models load in eval mode, as in transformers.
+    pub training: bool,
 }
 
 impl Module for BertModel {
@@ -115,6 +134,12 @@ impl Module for BertModel {
             c.push(("pooler".into(), p));
         }
         c
+    }
+    fn set_training(&mut self, training: bool) {
+        self.training = training;
+    }
+    fn is_training(&self) -> bool {
+        self.training
     }
 }
 
@@ -147,7 +172,7 @@ impl BertModel {
             }));
         }
         let pooler = if pooler && w.has(&p("pooler.dense.weight")) { Some(BertPooler { dense: lin(w, &p("pooler.dense"), h, h)? }) } else { None };
-        Ok(BertModel { embeddings, encoder: BertEncoder { layer: layers }, pooler, config: cfg.clone() })
+        Ok(BertModel { embeddings, encoder: BertEncoder { layer: layers }, pooler, config: cfg.clone(), training: false })
     }
 
     /// `input_ids [B, T]` (int64), `attention_mask [B, T]` (1 = token, 0 = padding; None: all
@@ -173,7 +198,8 @@ impl BertModel {
             None => Tensor::zeros_on(&[b, t], DType::I64, dev)?,
         };
         let x = e.word_embeddings.forward(input_ids)?.add(&e.token_type_embeddings.forward(&tt)?)?.add(&e.position_embeddings.forward(&pos)?)?;
-        let mut x = e.layer_norm.forward(&x)?;
+        let drop = if self.training { Drop { hidden: self.config.hidden_dropout_prob, attention: self.config.attention_probs_dropout_prob } } else { Drop { hidden: 0.0, attention: 0.0 } };
+        let mut x = drop.hidden(&e.layer_norm.forward(&x)?)?;
         let mask = AttnMask::bidirectional(attention_mask, t)?;
         let heads = Heads { n_heads: self.config.num_attention_heads, n_kv_heads: self.config.num_attention_heads, head_dim: self.config.head_dim() };
         let act = self.config.hidden_act;
@@ -182,7 +208,7 @@ impl BertModel {
             if output_hidden_states {
                 hidden.push(x.clone());
             }
-            x = layer.run(&x, &mask, heads, act)?;
+            x = layer.run(&x, &mask, heads, act, drop)?;
         }
         if output_hidden_states {
             hidden.push(x.clone());
@@ -196,12 +222,12 @@ impl BertModel {
 }
 
 impl BertLayer {
-    fn run(&self, x: &Tensor, mask: &AttnMask, heads: Heads, act: Activation) -> Result<Tensor> {
+    fn run(&self, x: &Tensor, mask: &AttnMask, heads: Heads, act: Activation, drop: Drop) -> Result<Tensor> {
         let s = &self.attention.self_attn;
-        let a = attend(&s.query.forward(x)?, &s.key.forward(x)?, &s.value.forward(x)?, heads, None, mask, None, None)?;
-        let a = self.attention.output.run(&a, x)?;
+        let a = attend(&s.query.forward(x)?, &s.key.forward(x)?, &s.value.forward(x)?, heads, None, mask, None, None, drop.attention)?;
+        let a = self.attention.output.run(&a, x, drop)?;
         let i = act.apply(&self.intermediate.dense.forward(&a)?)?;
-        self.output.run(&i, &a)
+        self.output.run(&i, &a, drop)
     }
 }
 

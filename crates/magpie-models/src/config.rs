@@ -104,6 +104,17 @@ impl<'a> Fields<'a> {
         }
     }
 
+    /// A probability in [0, 1), or `default` when absent.
+    pub(crate) fn prob_or(&self, key: &str, default: f64) -> Result<f64> {
+        match self.present(key) {
+            None => Ok(default),
+            Some(v) => match v.as_f64() {
+                Some(x) if (0.0..1.0).contains(&x) => Ok(x),
+                _ => Err(Error::value("config", format!("config.json: '{key}' must be a probability in [0, 1), got {v}"))),
+            },
+        }
+    }
+
     /// A boolean field, or `default` when absent.
     pub(crate) fn bool_or(&self, key: &str, default: bool) -> Result<bool> {
         match self.present(key) {
@@ -147,6 +158,10 @@ pub struct BertConfig {
     pub max_position_embeddings: usize,
     pub type_vocab_size: usize,
     pub layer_norm_eps: f64,
+    /// Dropout after the embeddings and each residual branch (training only).
+    pub hidden_dropout_prob: f64,
+    /// Dropout on the attention probabilities (training only).
+    pub attention_probs_dropout_prob: f64,
 }
 
 impl BertConfig {
@@ -170,6 +185,8 @@ impl BertConfig {
             max_position_embeddings: f.usize_or("max_position_embeddings", Some(512))?,
             type_vocab_size: f.usize_or("type_vocab_size", Some(2))?,
             layer_norm_eps: f.f64_or("layer_norm_eps", Some(1e-12))?,
+            hidden_dropout_prob: f.prob_or("hidden_dropout_prob", 0.1)?,
+            attention_probs_dropout_prob: f.prob_or("attention_probs_dropout_prob", 0.1)?,
         };
         divisible(c.hidden_size, "hidden_size", c.num_attention_heads, "num_attention_heads")?;
         Ok(c)
@@ -194,6 +211,10 @@ pub struct Gpt2Config {
     pub layer_norm_epsilon: f64,
     pub scale_attn_weights: bool,
     pub tie_word_embeddings: bool,
+    /// Dropout after the embeddings, on the attention probabilities, after each residual branch.
+    pub embd_pdrop: f64,
+    pub attn_pdrop: f64,
+    pub resid_pdrop: f64,
 }
 
 impl Gpt2Config {
@@ -218,6 +239,9 @@ impl Gpt2Config {
             layer_norm_epsilon: f.f64_or("layer_norm_epsilon", Some(1e-5))?,
             scale_attn_weights: f.bool_or("scale_attn_weights", true)?,
             tie_word_embeddings: f.bool_or("tie_word_embeddings", true)?,
+            embd_pdrop: f.prob_or("embd_pdrop", 0.1)?,
+            attn_pdrop: f.prob_or("attn_pdrop", 0.1)?,
+            resid_pdrop: f.prob_or("resid_pdrop", 0.1)?,
         };
         divisible(c.n_embd, "n_embd", c.n_head, "n_head")?;
         Ok(c)
@@ -245,6 +269,8 @@ pub struct LlamaConfig {
     pub o_bias: bool,
     pub mlp_bias: bool,
     pub tie_word_embeddings: bool,
+    /// Dropout on the attention probabilities (training only).
+    pub attention_dropout: f64,
 }
 
 impl LlamaConfig {
@@ -277,6 +303,7 @@ impl LlamaConfig {
             o_bias: attention_bias,
             mlp_bias: if qwen2 { false } else { f.bool_or("mlp_bias", false)? },
             tie_word_embeddings: f.bool_or("tie_word_embeddings", false)?,
+            attention_dropout: f.prob_or("attention_dropout", 0.0)?,
         };
         divisible(c.num_attention_heads, "num_attention_heads", c.num_key_value_heads, "num_key_value_heads")?;
         if c.head_dim % 2 != 0 {

@@ -11,7 +11,7 @@ use crate::config::Gpt2Config;
 use crate::hub::{Init, WeightSource};
 use crate::output::ModelOutput;
 use crate::positions::StepInputs;
-use magpie_core::ops::nn::linear;
+use magpie_core::ops::nn::{dropout, linear};
 use magpie_core::{Result, Tensor};
 use magpie_nn::{Embedding, LayerNorm, Linear, Module, ModuleList};
 
@@ -71,6 +71,8 @@ pub struct Gpt2LMHeadModel {
     /// None when tied to `transformer.wte`.
     pub lm_head: Option<Linear>,
     pub config: Gpt2Config,
+    /// Training mode (dropout on); models load in eval mode, as in transformers.
+    pub training: bool,
 }
 
 impl Module for Gpt2LMHeadModel {
@@ -90,6 +92,20 @@ impl Module for Gpt2LMHeadModel {
             c.push(("lm_head".into(), h));
         }
         c
+    }
+    fn set_training(&mut self, training: bool) {
+        self.training = training;
+    }
+    fn is_training(&self) -> bool {
+        self.training
+    }
+}
+
+fn drop(x: Tensor, p: f64) -> Result<Tensor> {
+    if p > 0.0 {
+        dropout(&x, p, true, false)
+    } else {
+        Ok(x)
     }
 }
 
@@ -114,7 +130,7 @@ impl Gpt2LMHeadModel {
             ln_f: layer_norm(w, "transformer.ln_f", d, eps)?,
         };
         let lm_head = if cfg.tie_word_embeddings { None } else { Some(Linear::from_weights(w.take("lm_head.weight", &[cfg.vocab_size, d], Init::Normal)?, None)?) };
-        Ok(Gpt2LMHeadModel { transformer, lm_head, config: cfg.clone() })
+        Ok(Gpt2LMHeadModel { transformer, lm_head, config: cfg.clone(), training: false })
     }
 
     /// One forward over `step` (ids, mask, positions), appending to `cache` when given.
@@ -122,7 +138,9 @@ impl Gpt2LMHeadModel {
         step.check_positions("GPT2LMHeadModel", Some(self.config.n_positions))?;
         let tr = &self.transformer;
         let pos = step.position_tensor()?;
-        let mut x = tr.wte.forward(&step.input_ids)?.add(&tr.wpe.forward(&pos)?)?;
+        let c = &self.config;
+        let (embd_p, attn_p, resid_p) = if self.training { (c.embd_pdrop, c.attn_pdrop, c.resid_pdrop) } else { (0.0, 0.0, 0.0) };
+        let mut x = drop(tr.wte.forward(&step.input_ids)?.add(&tr.wpe.forward(&pos)?)?, embd_p)?;
         let mask = AttnMask::causal(step.attention_mask.as_ref(), step.past, step.t, step.device())?;
         let d = self.config.n_embd;
         let heads = Heads { n_heads: self.config.n_head, n_kv_heads: self.config.n_head, head_dim: d / self.config.n_head };
@@ -134,9 +152,9 @@ impl Gpt2LMHeadModel {
             }
             let qkv = blk.attn.c_attn.forward(&blk.ln_1.forward(&x)?)?;
             let p = qkv.split(d as i64, 2)?;
-            let a = attend(&p[0], &p[1], &p[2], heads, None, &mask, cache.as_deref_mut().map(|c| (c, i)), scale)?;
-            x = x.add(&blk.attn.c_proj.forward(&a)?)?;
-            x = x.add(&blk.mlp.run(&blk.ln_2.forward(&x)?)?)?;
+            let a = attend(&p[0], &p[1], &p[2], heads, None, &mask, cache.as_deref_mut().map(|c| (c, i)), scale, attn_p)?;
+            x = x.add(&drop(blk.attn.c_proj.forward(&a)?, resid_p)?)?;
+            x = x.add(&drop(blk.mlp.run(&blk.ln_2.forward(&x)?)?, resid_p)?)?;
             if output_hidden_states {
                 layer_outputs.push(x.clone());
             }

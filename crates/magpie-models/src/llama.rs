@@ -60,6 +60,8 @@ pub struct LlamaForCausalLM {
     pub lm_head: Option<Linear>,
     pub config: LlamaConfig,
     pub rope: Rope,
+    /// Training mode (attention dropout on); models load in eval mode, as in transformers.
+    pub training: bool,
 }
 
 impl Module for LlamaForCausalLM {
@@ -79,6 +81,12 @@ impl Module for LlamaForCausalLM {
             c.push(("lm_head".into(), h));
         }
         c
+    }
+    fn set_training(&mut self, training: bool) {
+        self.training = training;
+    }
+    fn is_training(&self) -> bool {
+        self.training
     }
 }
 
@@ -114,7 +122,7 @@ impl LlamaForCausalLM {
         };
         let lm_head = if cfg.tie_word_embeddings { None } else { Some(lin(w, "lm_head", cfg.vocab_size, h, false)?) };
         let rope = Rope::new(cfg.head_dim, cfg.rope_theta, &cfg.rope_scaling);
-        Ok(LlamaForCausalLM { model, lm_head, config: cfg.clone(), rope })
+        Ok(LlamaForCausalLM { model, lm_head, config: cfg.clone(), rope, training: false })
     }
 
     /// One forward over `step`, appending to `cache` when given.
@@ -124,6 +132,7 @@ impl LlamaForCausalLM {
         let mut x = self.model.embed_tokens.forward(&step.input_ids)?;
         let (cos, sin) = self.rope.tables(&step.positions, step.b, step.t, x.dtype(), step.device())?;
         let mask = AttnMask::causal(step.attention_mask.as_ref(), step.past, step.t, step.device())?;
+        let attn_p = if self.training { c.attention_dropout } else { 0.0 };
         let heads = Heads { n_heads: c.num_attention_heads, n_kv_heads: c.num_key_value_heads, head_dim: c.head_dim };
         let (mut hidden, mut layer_outputs) = (Vec::new(), Vec::new());
         for (i, layer) in self.model.layers.iter().enumerate() {
@@ -132,7 +141,7 @@ impl LlamaForCausalLM {
             }
             let a = &layer.self_attn;
             let n = layer.input_layernorm.forward(&x)?;
-            let y = attend(&a.q_proj.forward(&n)?, &a.k_proj.forward(&n)?, &a.v_proj.forward(&n)?, heads, Some((&cos, &sin)), &mask, cache.as_deref_mut().map(|c| (c, i)), None)?;
+            let y = attend(&a.q_proj.forward(&n)?, &a.k_proj.forward(&n)?, &a.v_proj.forward(&n)?, heads, Some((&cos, &sin)), &mask, cache.as_deref_mut().map(|c| (c, i)), None, attn_p)?;
             x = x.add(&a.o_proj.forward(&y)?)?;
             x = x.add(&layer.mlp.run(&layer.post_attention_layernorm.forward(&x)?)?)?;
             if output_hidden_states {

@@ -63,7 +63,7 @@ pub struct Heads {
 
 /// Attention of projected `q [B, T, H*D]` over `k`, `v` (`[B, T, H_kv*D]`): rotary embeddings
 /// (`cos`, `sin` tables) when given, this step's keys and values appended to `cache` (layer `layer`)
-/// when given, then `softmax(q kᵀ * scale + mask) v` with heads merged back to `[B, T, H*D]`.
+/// when given, then `dropout(softmax(q kᵀ * scale + mask)) v` with heads merged back to `[B, T, H*D]`.
 #[allow(clippy::too_many_arguments)]
 pub fn attend(
     q: &Tensor,
@@ -74,6 +74,7 @@ pub fn attend(
     mask: &AttnMask,
     cache: Option<(&mut KvCache, usize)>,
     scale: Option<f64>,
+    dropout_p: f64,
 ) -> Result<Tensor> {
     let &[b, t, _] = q.shape() else {
         return Err(Error::shape("attention", format!("queries must be [B, T, H*D], got {:?}", q.shape())));
@@ -91,6 +92,6 @@ pub fn attend(
         None => (k, v),
     };
     let gqa = heads.n_kv_heads != heads.n_heads;
-    let y = scaled_dot_product_attention(&q, &k, &v, mask.mask.as_ref(), 0.0, mask.is_causal, scale, gqa)?;
+    let y = scaled_dot_product_attention(&q, &k, &v, mask.mask.as_ref(), dropout_p, mask.is_causal, scale, gqa)?;
     y.transpose(1, 2)?.reshape(&[b, t, (heads.n_heads * heads.head_dim) as i64])
 }
