@@ -4,6 +4,7 @@
 
 use crate::blocks::activation::Activation;
 use crate::blocks::attention::{attend, AttnMask, Heads};
+use crate::blocks::load;
 use crate::blocks::module_children;
 use crate::config::BertConfig;
 use crate::hub::{Init, WeightSource};
@@ -11,21 +12,6 @@ use crate::output::ModelOutput;
 use magpie_core::ops::nn::{dropout, linear};
 use magpie_core::{DType, Error, Result, Tensor};
 use magpie_nn::{Embedding, LayerNorm, Linear, Module, ModuleList};
-
-fn lin(w: &mut dyn WeightSource, name: &str, out_f: usize, in_f: usize) -> Result<Linear> {
-    Linear::from_weights(w.take(&format!("{name}.weight"), &[out_f, in_f], Init::Normal)?, Some(w.take(&format!("{name}.bias"), &[out_f], Init::Zeros)?))
-}
-
-fn layer_norm(w: &mut dyn WeightSource, name: &str, n: usize, eps: f64) -> Result<LayerNorm> {
-    let mut ln = LayerNorm::new(&[n], eps, true, true)?;
-    ln.weight = Some(w.take(&format!("{name}.weight"), &[n], Init::Ones)?);
-    ln.bias = Some(w.take(&format!("{name}.bias"), &[n], Init::Zeros)?);
-    Ok(ln)
-}
-
-fn embedding(w: &mut dyn WeightSource, name: &str, n: usize, d: usize) -> Result<Embedding> {
-    Embedding::from_weight(w.take(&format!("{name}.weight"), &[n, d], Init::Normal)?, None)
-}
 
 /// Word, position and token-type embeddings, summed and normalized.
 pub struct BertEmbeddings {
@@ -150,10 +136,10 @@ impl BertModel {
         let (h, eps) = (cfg.hidden_size, cfg.layer_norm_eps);
         let p = |s: &str| format!("{prefix}{s}");
         let embeddings = BertEmbeddings {
-            word_embeddings: embedding(w, &p("embeddings.word_embeddings"), cfg.vocab_size, h)?,
-            position_embeddings: embedding(w, &p("embeddings.position_embeddings"), cfg.max_position_embeddings, h)?,
-            token_type_embeddings: embedding(w, &p("embeddings.token_type_embeddings"), cfg.type_vocab_size, h)?,
-            layer_norm: layer_norm(w, &p("embeddings.LayerNorm"), h, eps)?,
+            word_embeddings: load::embedding(w, &p("embeddings.word_embeddings"), cfg.vocab_size, h)?,
+            position_embeddings: load::embedding(w, &p("embeddings.position_embeddings"), cfg.max_position_embeddings, h)?,
+            token_type_embeddings: load::embedding(w, &p("embeddings.token_type_embeddings"), cfg.type_vocab_size, h)?,
+            layer_norm: load::layer_norm(w, &p("embeddings.LayerNorm"), h, eps)?,
         };
         let mut layers = ModuleList::new();
         for i in 0..cfg.num_hidden_layers {
@@ -161,17 +147,17 @@ impl BertModel {
             layers.push(Box::new(BertLayer {
                 attention: BertAttention {
                     self_attn: BertSelfAttention {
-                        query: lin(w, &l("attention.self.query"), h, h)?,
-                        key: lin(w, &l("attention.self.key"), h, h)?,
-                        value: lin(w, &l("attention.self.value"), h, h)?,
+                        query: load::linear(w, &l("attention.self.query"), h, h, true)?,
+                        key: load::linear(w, &l("attention.self.key"), h, h, true)?,
+                        value: load::linear(w, &l("attention.self.value"), h, h, true)?,
                     },
-                    output: BertResidualOutput { dense: lin(w, &l("attention.output.dense"), h, h)?, layer_norm: layer_norm(w, &l("attention.output.LayerNorm"), h, eps)? },
+                    output: BertResidualOutput { dense: load::linear(w, &l("attention.output.dense"), h, h, true)?, layer_norm: load::layer_norm(w, &l("attention.output.LayerNorm"), h, eps)? },
                 },
-                intermediate: BertIntermediate { dense: lin(w, &l("intermediate.dense"), cfg.intermediate_size, h)? },
-                output: BertResidualOutput { dense: lin(w, &l("output.dense"), h, cfg.intermediate_size)?, layer_norm: layer_norm(w, &l("output.LayerNorm"), h, eps)? },
+                intermediate: BertIntermediate { dense: load::linear(w, &l("intermediate.dense"), cfg.intermediate_size, h, true)? },
+                output: BertResidualOutput { dense: load::linear(w, &l("output.dense"), h, cfg.intermediate_size, true)?, layer_norm: load::layer_norm(w, &l("output.LayerNorm"), h, eps)? },
             }));
         }
-        let pooler = if pooler && w.has(&p("pooler.dense.weight")) { Some(BertPooler { dense: lin(w, &p("pooler.dense"), h, h)? }) } else { None };
+        let pooler = if pooler && w.has(&p("pooler.dense.weight")) { Some(BertPooler { dense: load::linear(w, &p("pooler.dense"), h, h, true)? }) } else { None };
         Ok(BertModel { embeddings, encoder: BertEncoder { layer: layers }, pooler, config: cfg.clone(), training: false })
     }
 
@@ -283,8 +269,8 @@ impl BertForMaskedLM {
         let cls = BertOnlyMLMHead {
             predictions: BertLMPredictionHead {
                 transform: BertPredictionHeadTransform {
-                    dense: lin(w, "cls.predictions.transform.dense", h, h)?,
-                    layer_norm: layer_norm(w, "cls.predictions.transform.LayerNorm", h, cfg.layer_norm_eps)?,
+                    dense: load::linear(w, "cls.predictions.transform.dense", h, h, true)?,
+                    layer_norm: load::layer_norm(w, "cls.predictions.transform.LayerNorm", h, cfg.layer_norm_eps)?,
                 },
                 bias: w.take("cls.predictions.bias", &[cfg.vocab_size], Init::Zeros)?,
             },

@@ -6,6 +6,7 @@ use crate::blocks::activation::Activation;
 use crate::blocks::attention::{attend, AttnMask, Heads};
 use crate::blocks::conv1d::Conv1D;
 use crate::blocks::kv_cache::KvCache;
+use crate::blocks::load;
 use crate::blocks::module_children;
 use crate::config::Gpt2Config;
 use crate::hub::{Init, WeightSource};
@@ -17,13 +18,6 @@ use magpie_nn::{Embedding, LayerNorm, Linear, Module, ModuleList};
 
 fn conv1d(w: &mut dyn WeightSource, name: &str, in_f: usize, out_f: usize) -> Result<Conv1D> {
     Conv1D::from_weights(w.take(&format!("{name}.weight"), &[in_f, out_f], Init::Normal)?, w.take(&format!("{name}.bias"), &[out_f], Init::Zeros)?)
-}
-
-fn layer_norm(w: &mut dyn WeightSource, name: &str, n: usize, eps: f64) -> Result<LayerNorm> {
-    let mut ln = LayerNorm::new(&[n], eps, true, true)?;
-    ln.weight = Some(w.take(&format!("{name}.weight"), &[n], Init::Ones)?);
-    ln.bias = Some(w.take(&format!("{name}.bias"), &[n], Init::Zeros)?);
-    Ok(ln)
 }
 
 /// `attn`: the fused q/k/v projection and the output projection.
@@ -117,19 +111,19 @@ impl Gpt2LMHeadModel {
         for i in 0..cfg.n_layer {
             let l = |s: &str| format!("transformer.h.{i}.{s}");
             h.push(Box::new(Gpt2Block {
-                ln_1: layer_norm(w, &l("ln_1"), d, eps)?,
+                ln_1: load::layer_norm(w, &l("ln_1"), d, eps)?,
                 attn: Gpt2Attention { c_attn: conv1d(w, &l("attn.c_attn"), d, 3 * d)?, c_proj: conv1d(w, &l("attn.c_proj"), d, d)? },
-                ln_2: layer_norm(w, &l("ln_2"), d, eps)?,
+                ln_2: load::layer_norm(w, &l("ln_2"), d, eps)?,
                 mlp: Gpt2Mlp { c_fc: conv1d(w, &l("mlp.c_fc"), d, cfg.n_inner)?, c_proj: conv1d(w, &l("mlp.c_proj"), cfg.n_inner, d)?, act: cfg.activation_function },
             }));
         }
         let transformer = Gpt2Model {
-            wte: Embedding::from_weight(w.take("transformer.wte.weight", &[cfg.vocab_size, d], Init::Normal)?, None)?,
-            wpe: Embedding::from_weight(w.take("transformer.wpe.weight", &[cfg.n_positions, d], Init::Normal)?, None)?,
+            wte: load::embedding(w, "transformer.wte", cfg.vocab_size, d)?,
+            wpe: load::embedding(w, "transformer.wpe", cfg.n_positions, d)?,
             h,
-            ln_f: layer_norm(w, "transformer.ln_f", d, eps)?,
+            ln_f: load::layer_norm(w, "transformer.ln_f", d, eps)?,
         };
-        let lm_head = if cfg.tie_word_embeddings { None } else { Some(Linear::from_weights(w.take("lm_head.weight", &[cfg.vocab_size, d], Init::Normal)?, None)?) };
+        let lm_head = if cfg.tie_word_embeddings { None } else { Some(load::linear(w, "lm_head", cfg.vocab_size, d, false)?) };
         Ok(Gpt2LMHeadModel { transformer, lm_head, config: cfg.clone(), training: false })
     }
 

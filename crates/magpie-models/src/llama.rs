@@ -5,27 +5,16 @@
 use crate::blocks::attention::{attend, AttnMask, Heads};
 use crate::blocks::kv_cache::KvCache;
 use crate::blocks::mlp::GatedMlp;
+use crate::blocks::load;
 use crate::blocks::module_children;
 use crate::blocks::rope::Rope;
 use crate::config::LlamaConfig;
-use crate::hub::{Init, WeightSource};
+use crate::hub::WeightSource;
 use crate::output::ModelOutput;
 use crate::positions::StepInputs;
 use magpie_core::ops::nn::linear;
 use magpie_core::Result;
 use magpie_nn::{Embedding, Linear, Module, ModuleList, RMSNorm};
-
-fn lin(w: &mut dyn WeightSource, name: &str, out_f: usize, in_f: usize, bias: bool) -> Result<Linear> {
-    let weight = w.take(&format!("{name}.weight"), &[out_f, in_f], Init::Normal)?;
-    let bias = if bias { Some(w.take(&format!("{name}.bias"), &[out_f], Init::Zeros)?) } else { None };
-    Linear::from_weights(weight, bias)
-}
-
-fn rms(w: &mut dyn WeightSource, name: &str, n: usize, eps: f64) -> Result<RMSNorm> {
-    let mut r = RMSNorm::new(&[n], Some(eps), true)?;
-    r.weight = Some(w.take(&format!("{name}.weight"), &[n], Init::Ones)?);
-    Ok(r)
-}
 
 /// `self_attn`: separate q/k/v/o projections.
 pub struct LlamaAttention {
@@ -100,27 +89,27 @@ impl LlamaForCausalLM {
             let l = |s: &str| format!("model.layers.{i}.{s}");
             layers.push(Box::new(LlamaDecoderLayer {
                 self_attn: LlamaAttention {
-                    q_proj: lin(w, &l("self_attn.q_proj"), q_out, h, cfg.qkv_bias)?,
-                    k_proj: lin(w, &l("self_attn.k_proj"), kv_out, h, cfg.qkv_bias)?,
-                    v_proj: lin(w, &l("self_attn.v_proj"), kv_out, h, cfg.qkv_bias)?,
-                    o_proj: lin(w, &l("self_attn.o_proj"), h, q_out, cfg.o_bias)?,
+                    q_proj: load::linear(w, &l("self_attn.q_proj"), q_out, h, cfg.qkv_bias)?,
+                    k_proj: load::linear(w, &l("self_attn.k_proj"), kv_out, h, cfg.qkv_bias)?,
+                    v_proj: load::linear(w, &l("self_attn.v_proj"), kv_out, h, cfg.qkv_bias)?,
+                    o_proj: load::linear(w, &l("self_attn.o_proj"), h, q_out, cfg.o_bias)?,
                 },
                 mlp: GatedMlp {
-                    gate_proj: lin(w, &l("mlp.gate_proj"), cfg.intermediate_size, h, cfg.mlp_bias)?,
-                    up_proj: lin(w, &l("mlp.up_proj"), cfg.intermediate_size, h, cfg.mlp_bias)?,
-                    down_proj: lin(w, &l("mlp.down_proj"), h, cfg.intermediate_size, cfg.mlp_bias)?,
+                    gate_proj: load::linear(w, &l("mlp.gate_proj"), cfg.intermediate_size, h, cfg.mlp_bias)?,
+                    up_proj: load::linear(w, &l("mlp.up_proj"), cfg.intermediate_size, h, cfg.mlp_bias)?,
+                    down_proj: load::linear(w, &l("mlp.down_proj"), h, cfg.intermediate_size, cfg.mlp_bias)?,
                     act: cfg.hidden_act,
                 },
-                input_layernorm: rms(w, &l("input_layernorm"), h, eps)?,
-                post_attention_layernorm: rms(w, &l("post_attention_layernorm"), h, eps)?,
+                input_layernorm: load::rms_norm(w, &l("input_layernorm"), h, eps)?,
+                post_attention_layernorm: load::rms_norm(w, &l("post_attention_layernorm"), h, eps)?,
             }));
         }
         let model = LlamaModel {
-            embed_tokens: Embedding::from_weight(w.take("model.embed_tokens.weight", &[cfg.vocab_size, h], Init::Normal)?, None)?,
+            embed_tokens: load::embedding(w, "model.embed_tokens", cfg.vocab_size, h)?,
             layers,
-            norm: rms(w, "model.norm", h, eps)?,
+            norm: load::rms_norm(w, "model.norm", h, eps)?,
         };
-        let lm_head = if cfg.tie_word_embeddings { None } else { Some(lin(w, "lm_head", cfg.vocab_size, h, false)?) };
+        let lm_head = if cfg.tie_word_embeddings { None } else { Some(load::linear(w, "lm_head", cfg.vocab_size, h, false)?) };
         let rope = Rope::new(cfg.head_dim, cfg.rope_theta, &cfg.rope_scaling);
         Ok(LlamaForCausalLM { model, lm_head, config: cfg.clone(), rope, training: false })
     }

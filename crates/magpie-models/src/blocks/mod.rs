@@ -4,6 +4,7 @@ pub mod activation;
 pub mod attention;
 pub mod conv1d;
 pub mod kv_cache;
+pub mod load;
 pub mod mlp;
 pub mod rope;
 

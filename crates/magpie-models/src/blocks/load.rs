@@ -1,0 +1,33 @@
+//! Layers built from a [`WeightSource`] by checkpoint name: the one place that knows which tensors
+//! (and shapes, and initialisations for random weights) each kind of layer takes.
+
+use crate::hub::{Init, WeightSource};
+use magpie_core::Result;
+use magpie_nn::{Embedding, LayerNorm, Linear, RMSNorm};
+
+/// `nn.Linear`: `{name}.weight [out, in]` and, with `bias`, `{name}.bias [out]`.
+pub fn linear(w: &mut dyn WeightSource, name: &str, out_f: usize, in_f: usize, bias: bool) -> Result<Linear> {
+    let weight = w.take(&format!("{name}.weight"), &[out_f, in_f], Init::Normal)?;
+    let bias = if bias { Some(w.take(&format!("{name}.bias"), &[out_f], Init::Zeros)?) } else { None };
+    Linear::from_weights(weight, bias)
+}
+
+/// `nn.LayerNorm(n, eps)` with weight and bias.
+pub fn layer_norm(w: &mut dyn WeightSource, name: &str, n: usize, eps: f64) -> Result<LayerNorm> {
+    let mut ln = LayerNorm::new(&[n], eps, true, true)?;
+    ln.weight = Some(w.take(&format!("{name}.weight"), &[n], Init::Ones)?);
+    ln.bias = Some(w.take(&format!("{name}.bias"), &[n], Init::Zeros)?);
+    Ok(ln)
+}
+
+/// `RMSNorm(n, eps)` with a weight.
+pub fn rms_norm(w: &mut dyn WeightSource, name: &str, n: usize, eps: f64) -> Result<RMSNorm> {
+    let mut r = RMSNorm::new(&[n], Some(eps), true)?;
+    r.weight = Some(w.take(&format!("{name}.weight"), &[n], Init::Ones)?);
+    Ok(r)
+}
+
+/// `nn.Embedding(n, d)`.
+pub fn embedding(w: &mut dyn WeightSource, name: &str, n: usize, d: usize) -> Result<Embedding> {
+    Embedding::from_weight(w.take(&format!("{name}.weight"), &[n, d], Init::Normal)?, None)
+}
