@@ -143,11 +143,12 @@ fn run_generation(lm: &dyn magpie_models::causal_lm::CausalLm, prompt: &[u32], c
     let mut out = stdout.lock();
     let io = |e: std::io::Error| Error::io("generate", format!("cannot write to stdout: {e}"));
     let mut stream = tok.map(DecodeStream::new);
-    if let (Some(t), false) = (tok, prompt.is_empty()) {
-        write!(out, "{}", t.decode(prompt, true)?).map_err(io)?;
-        out.flush().map_err(io)?;
-    }
+    // the prompt's text goes out with the first token, after generate has checked its input
+    let mut echo = tok.map(|t| t.decode(prompt, true)).transpose()?;
     let new = generate(lm, &[prompt.to_vec()], cfg, |step| {
+        if let Some(p) = echo.take() {
+            write!(out, "{p}").map_err(io)?;
+        }
         if let (Some(s), Some(id)) = (stream.as_mut(), step[0]) {
             let piece = s.push(id)?;
             write!(out, "{piece}").map_err(io)?;
@@ -158,7 +159,7 @@ fn run_generation(lm: &dyn magpie_models::causal_lm::CausalLm, prompt: &[u32], c
     match stream.as_mut() {
         Some(s) => {
             let rest = s.finish()?;
-            writeln!(out, "{rest}").map_err(io)?;
+            writeln!(out, "{}{rest}", echo.unwrap_or_default()).map_err(io)?;
         }
         None => {
             let ids: Vec<String> = new[0].iter().map(|v| v.to_string()).collect();

@@ -1,27 +1,9 @@
 //! The built `magpie` binary: a tiny train/sample round trip, and bad input ending in one clear
 //! line on stderr with a non-zero exit (no panic, no backtrace).
 
+mod common;
+use common::{fails_with, magpie, text};
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn magpie(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_magpie")).args(args).env("RUST_BACKTRACE", "1").output().expect("running magpie")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-/// Asserts a failure with exactly one stderr line containing `needle`.
-fn fails_with(args: &[&str], needle: &str) {
-    let o = magpie(args);
-    let (out, err) = (text(&o.stdout), text(&o.stderr));
-    assert!(!o.status.success(), "{args:?} should fail; stdout: {out}");
-    assert_eq!(err.lines().count(), 1, "{args:?}: stderr should be one line, got:\n{err}");
-    assert!(err.starts_with("magpie: ") && err.contains(needle), "{args:?}: expected {needle:?} in {err}");
-    assert!(!err.contains("panicked") && !err.contains("backtrace"), "{err}");
-    assert!(out.is_empty(), "{args:?}: nothing on stdout expected, got {out}");
-}
 
 const TINY: &[&str] = &["--steps", "4", "--n-layer", "1", "--n-head", "2", "--n-embd", "16", "--block-size", "16", "--batch-size", "2", "--eval-every", "2"];
 

@@ -3,18 +3,11 @@
 //! `scripts/fetch_minilm.sh`), against transformers' and sentence-transformers' outputs; and bad
 //! input ending in one clear line on stderr with a non-zero exit.
 
+mod common;
+use common::{fails_with, magpie, text};
 use magpie_core::{DType, Tensor};
 use magpie_io::safetensors;
 use std::path::PathBuf;
-use std::process::{Command, Output};
-
-fn magpie(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_magpie")).args(args).env("RUST_BACKTRACE", "1").output().expect("running magpie")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
 
 fn fixture(name: &str) -> String {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../magpie-models/tests/fixtures/hf").join(name).display().to_string()
@@ -26,15 +19,6 @@ fn reference(name: &str) -> safetensors::Loaded {
 
 fn ids_of(t: &Tensor) -> Vec<i64> {
     t.to_vec::<i64>().unwrap()
-}
-
-fn fails_with(args: &[&str], needle: &str) {
-    let o = magpie(args);
-    let (out, err) = (text(&o.stdout), text(&o.stderr));
-    assert!(!o.status.success(), "{args:?} should fail; stdout: {out}");
-    assert_eq!(err.lines().count(), 1, "{args:?}: stderr should be one line, got:\n{err}");
-    assert!(err.starts_with("magpie: ") && err.contains(needle), "{args:?}: expected {needle:?} in {err}");
-    assert!(!err.contains("panicked") && !err.contains("internal error"), "{err}");
 }
 
 #[test]

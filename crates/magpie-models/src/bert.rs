@@ -103,31 +103,7 @@ pub struct BertModel {
     pub training: bool,
 }
 
-impl Module for BertModel {
-    fn type_name(&self) -> &'static str {
-        "BertModel"
-    }
-    fn children(&self) -> Vec<(String, &dyn Module)> {
-        let mut c: Vec<(String, &dyn Module)> = vec![("embeddings".into(), &self.embeddings), ("encoder".into(), &self.encoder)];
-        if let Some(p) = &self.pooler {
-            c.push(("pooler".into(), p));
-        }
-        c
-    }
-    fn children_mut(&mut self) -> Vec<(String, &mut dyn Module)> {
-        let mut c: Vec<(String, &mut dyn Module)> = vec![("embeddings".into(), &mut self.embeddings), ("encoder".into(), &mut self.encoder)];
-        if let Some(p) = &mut self.pooler {
-            c.push(("pooler".into(), p));
-        }
-        c
-    }
-    fn set_training(&mut self, training: bool) {
-        self.training = training;
-    }
-    fn is_training(&self) -> bool {
-        self.training
-    }
-}
+module_children!(BertModel, "BertModel", [embeddings => "embeddings", encoder => "encoder"], optional [pooler => "pooler"], training = training);
 
 impl BertModel {
     /// Builds the encoder from `w`, names under `prefix` (`""` or `"bert."`); the pooler is built
@@ -258,8 +234,10 @@ module_children!(BertOnlyMLMHead, "BertOnlyMLMHead", [predictions => "prediction
 pub struct BertForMaskedLM {
     pub bert: BertModel,
     pub cls: BertOnlyMLMHead,
+    /// Training mode (`train()` sets it here and on `bert`, which applies the dropout).
+    pub training: bool,
 }
-module_children!(BertForMaskedLM, "BertForMaskedLM", [bert => "bert", cls => "cls"]);
+module_children!(BertForMaskedLM, "BertForMaskedLM", [bert => "bert", cls => "cls"], training = training);
 
 impl BertForMaskedLM {
     /// Builds the model from `w` (names `bert.*` and `cls.*`).
@@ -275,7 +253,7 @@ impl BertForMaskedLM {
                 bias: w.take("cls.predictions.bias", &[cfg.vocab_size], Init::Zeros)?,
             },
         };
-        Ok(BertForMaskedLM { bert, cls })
+        Ok(BertForMaskedLM { bert, cls, training: false })
     }
 
     /// The encoder's outputs and the MLM logits `[B, T, vocab]`.

@@ -69,31 +69,7 @@ pub struct Gpt2LMHeadModel {
     pub training: bool,
 }
 
-impl Module for Gpt2LMHeadModel {
-    fn type_name(&self) -> &'static str {
-        "GPT2LMHeadModel"
-    }
-    fn children(&self) -> Vec<(String, &dyn Module)> {
-        let mut c: Vec<(String, &dyn Module)> = vec![("transformer".into(), &self.transformer)];
-        if let Some(h) = &self.lm_head {
-            c.push(("lm_head".into(), h));
-        }
-        c
-    }
-    fn children_mut(&mut self) -> Vec<(String, &mut dyn Module)> {
-        let mut c: Vec<(String, &mut dyn Module)> = vec![("transformer".into(), &mut self.transformer)];
-        if let Some(h) = &mut self.lm_head {
-            c.push(("lm_head".into(), h));
-        }
-        c
-    }
-    fn set_training(&mut self, training: bool) {
-        self.training = training;
-    }
-    fn is_training(&self) -> bool {
-        self.training
-    }
-}
+module_children!(Gpt2LMHeadModel, "GPT2LMHeadModel", [transformer => "transformer"], optional [lm_head => "lm_head"], training = training);
 
 fn drop(x: Tensor, p: f64) -> Result<Tensor> {
     if p > 0.0 {

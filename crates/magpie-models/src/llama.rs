@@ -53,31 +53,7 @@ pub struct LlamaForCausalLM {
     pub training: bool,
 }
 
-impl Module for LlamaForCausalLM {
-    fn type_name(&self) -> &'static str {
-        "LlamaForCausalLM"
-    }
-    fn children(&self) -> Vec<(String, &dyn Module)> {
-        let mut c: Vec<(String, &dyn Module)> = vec![("model".into(), &self.model)];
-        if let Some(h) = &self.lm_head {
-            c.push(("lm_head".into(), h));
-        }
-        c
-    }
-    fn children_mut(&mut self) -> Vec<(String, &mut dyn Module)> {
-        let mut c: Vec<(String, &mut dyn Module)> = vec![("model".into(), &mut self.model)];
-        if let Some(h) = &mut self.lm_head {
-            c.push(("lm_head".into(), h));
-        }
-        c
-    }
-    fn set_training(&mut self, training: bool) {
-        self.training = training;
-    }
-    fn is_training(&self) -> bool {
-        self.training
-    }
-}
+module_children!(LlamaForCausalLM, "LlamaForCausalLM", [model => "model"], optional [lm_head => "lm_head"], training = training);
 
 impl LlamaForCausalLM {
     /// Builds the model from `w` (names `model.*`, `lm_head.weight` when untied).
