@@ -90,3 +90,48 @@ impl<'a> DecodeStream<'a> {
         Ok(rest)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tiny_bpe() -> HfTokenizer {
+        HfTokenizer::from_file(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/hf/tiny-gpt2/tokenizer.json")).unwrap()
+    }
+
+    #[test]
+    fn byte_level_bpe_round_trips_any_text() {
+        let t = tiny_bpe();
+        assert_eq!(t.vocab_size(), 1100);
+        assert_eq!(t.token_to_id("<|endoftext|>"), Some(1099));
+        for s in ["Hello, tensors!", "café naïve Straße", "東京 🙂 Москва", "  spaces\tand\nlines  ", ""] {
+            let ids = t.encode(s, true).unwrap();
+            assert_eq!(t.decode(&ids, false).unwrap(), s);
+        }
+    }
+
+    #[test]
+    fn stream_never_splits_a_character() {
+        let t = tiny_bpe();
+        let text = "a 🙂 東京 é";
+        let ids = t.encode(text, false).unwrap();
+        let mut s = DecodeStream::new(&t);
+        let mut out = String::new();
+        for &id in &ids {
+            let piece = s.push(id).unwrap();
+            assert!(!piece.contains('\u{FFFD}'), "partial character streamed: {piece:?}");
+            out.push_str(&piece);
+        }
+        out.push_str(&s.finish().unwrap());
+        assert_eq!(out, text);
+    }
+
+    #[test]
+    fn missing_or_broken_files_are_errors() {
+        assert!(HfTokenizer::from_file("/nonexistent/tokenizer.json").is_err());
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("tokenizer.json");
+        std::fs::write(&p, "{not json").unwrap();
+        assert!(HfTokenizer::from_file(&p).err().map(|e| e.to_string()).unwrap_or_default().contains("tokenizer.json"));
+    }
+}

@@ -99,3 +99,44 @@ impl KvCache {
         self.len += t;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seq(b: usize, h: usize, t: usize, d: usize, start: f32) -> Tensor {
+        let n = b * h * t * d;
+        Tensor::from_vec((0..n).map(|i| start + i as f32).collect::<Vec<_>>(), &[b, h, t, d]).unwrap()
+    }
+
+    #[test]
+    fn grows_by_chunks_and_keeps_what_it_held() {
+        let mut c = KvCache::new(2, 1, 2, 4, 3, DType::F32, Device::Cpu).unwrap();
+        let (k1, v1) = (seq(1, 2, 3, 4, 0.0), seq(1, 2, 3, 4, 100.0));
+        for layer in 0..2 {
+            c.append(layer, &k1, &v1).unwrap();
+        }
+        c.advance(3);
+        assert_eq!((c.len(), c.capacity()), (3, 3));
+        // one more position: the buffers grow to a whole chunk, the first three positions survive
+        let (k2, v2) = (seq(1, 2, 1, 4, 500.0), seq(1, 2, 1, 4, 600.0));
+        let (k, v) = c.append(0, &k2, &v2).unwrap();
+        assert_eq!(c.capacity(), GROW_CHUNK);
+        assert_eq!(k.shape(), [1, 2, 4, 4]);
+        assert_eq!(k.narrow(2, 0, 3).unwrap().contiguous().unwrap().to_vec::<f32>().unwrap(), k1.to_vec::<f32>().unwrap());
+        assert_eq!(v.narrow(2, 3, 1).unwrap().contiguous().unwrap().to_vec::<f32>().unwrap(), v2.to_vec::<f32>().unwrap());
+        // layer 1 grows on its own first append after the growth and keeps its prefix too
+        let (k, _) = c.append(1, &k2, &v2).unwrap();
+        assert_eq!(k.narrow(2, 0, 3).unwrap().contiguous().unwrap().to_vec::<f32>().unwrap(), k1.to_vec::<f32>().unwrap());
+        c.advance(1);
+        assert_eq!(c.len(), 4);
+    }
+
+    #[test]
+    fn rejects_misfits() {
+        let mut c = KvCache::new(1, 1, 2, 4, 8, DType::F32, Device::Cpu).unwrap();
+        assert!(c.append(1, &seq(1, 2, 1, 4, 0.0), &seq(1, 2, 1, 4, 0.0)).is_err());
+        assert!(c.append(0, &seq(1, 3, 1, 4, 0.0), &seq(1, 3, 1, 4, 0.0)).is_err());
+        assert!(KvCache::new(0, 1, 1, 1, 1, DType::F32, Device::Cpu).is_err());
+    }
+}
