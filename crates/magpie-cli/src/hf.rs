@@ -132,9 +132,6 @@ pub fn generate_cmd(a: GenerateArgs) -> Result<()> {
     if let Some(r) = a.repetition_penalty {
         cfg.repetition_penalty = r;
     }
-    if !cfg.do_sample {
-        cfg.temperature = 1.0;
-    }
     run_generation(lm, &prompt, &cfg, if a.print_ids { None } else { tok.as_ref() })
 }
 

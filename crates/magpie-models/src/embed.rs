@@ -47,9 +47,11 @@ pub fn pool(hidden: &Tensor, mask: &Tensor, pooling: Pooling) -> Result<Tensor> 
 /// An encoder with its tokenizer and pooling settings.
 pub struct SentenceEncoder {
     pub model: AutoModel,
+    /// The folder's tokenizer, truncating to `max_seq_length`.
     pub tokenizer: HfTokenizer,
     pub pooling: Pooling,
     pub normalize: bool,
+    /// The longest input in tokens, special tokens included (the tokenizer truncates to it).
     pub max_seq_length: usize,
 }
 
@@ -83,12 +85,13 @@ impl SentenceEncoder {
         };
         let st = dir.join("sentence_bert_config.json");
         let max_seq_length = if st.is_file() { read_json(&st)?.get("max_seq_length").and_then(|x| x.as_u64()).map_or(positions, |x| (x as usize).min(positions)) } else { positions };
+        let tokenizer = tokenizer.truncating(max_seq_length)?;
         Ok(SentenceEncoder { model, tokenizer, pooling, normalize, max_seq_length })
     }
 
     /// Token ids of each text, truncated to `max_seq_length`.
     pub fn tokenize(&self, texts: &[&str]) -> Result<Vec<Vec<u32>>> {
-        texts.iter().map(|t| self.tokenizer.encode_truncated(t, self.max_seq_length)).collect()
+        texts.iter().map(|t| self.tokenizer.encode(t, true)).collect()
     }
 
     /// One embedding per text, computed in one right-padded batch.

@@ -31,13 +31,13 @@ impl HfTokenizer {
         Ok(self.inner.encode(text, add_special_tokens).map_err(terr)?.get_ids().to_vec())
     }
 
-    /// Like [`HfTokenizer::encode`], truncated to `max_len` tokens special tokens included (the
-    /// tokenizer's own truncation, so `[SEP]` stays last).
-    pub fn encode_truncated(&self, text: &str, max_len: usize) -> Result<Vec<u32>> {
-        let mut t = self.inner.clone();
-        t.with_padding(None);
-        t.with_truncation(Some(tokenizers::TruncationParams { max_length: max_len, ..Default::default() })).map_err(terr)?;
-        Ok(t.encode(text, true).map_err(terr)?.get_ids().to_vec())
+    /// This tokenizer truncating every encoding to `max_len` tokens, special tokens included (the
+    /// tokenizer's own truncation, so `[SEP]` stays last), and never padding.
+    pub fn truncating(&self, max_len: usize) -> Result<HfTokenizer> {
+        let mut inner = self.inner.clone();
+        inner.with_padding(None);
+        inner.with_truncation(Some(tokenizers::TruncationParams { max_length: max_len, ..Default::default() })).map_err(terr)?;
+        Ok(HfTokenizer { inner })
     }
 
     /// Text of `ids`.
