@@ -17,5 +17,6 @@ mod dtype;
 mod read;
 mod write;
 
+pub use dtype::{decode as tensor_from_le_bytes, encode as tensor_to_le_bytes};
 pub use read::{deserialize, load, Loaded, MappedFile};
 pub use write::{save, serialize};
