@@ -10,13 +10,29 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// `target/<profile>/libmagpie_ffi.a`, next to this test's `deps/` folder.
+/// `target/<profile>/libmagpie_ffi.a`, next to this test's `deps/` folder, brought up to date
+/// first: `cargo test` builds the library as an rlib for the tests, not the static library.
 fn static_lib() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().and_then(Path::parent).unwrap();
-    let lib = dir.join("libmagpie_ffi.a");
-    assert!(lib.is_file(), "{} is missing: build it first (cargo build --release -p magpie-ffi)", lib.display());
-    lib
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let exe = std::env::current_exe().unwrap();
+            let dir = exe.parent().and_then(Path::parent).unwrap().to_path_buf();
+            if let Ok(cargo) = std::env::var("CARGO") {
+                let target = dir.parent().unwrap();
+                let mut c = Command::new(cargo);
+                c.args(["build", "-p", "magpie-ffi", "--lib"]).env("CARGO_TARGET_DIR", target).current_dir(root());
+                if dir.file_name().is_some_and(|n| n == "release") {
+                    c.arg("--release");
+                }
+                let o = c.output().expect("running cargo build");
+                assert!(o.status.success(), "building the static library failed:\n{}", String::from_utf8_lossy(&o.stderr));
+            }
+            let lib = dir.join("libmagpie_ffi.a");
+            assert!(lib.is_file(), "{} is missing: build it first (cargo build --release -p magpie-ffi)", lib.display());
+            lib
+        })
+        .clone()
 }
 
 fn build(name: &str) -> PathBuf {
