@@ -53,7 +53,11 @@ int main(int argc, char **argv) {
         return 1;
     }
     printf("\n");
-    magpie_release(model);
+    size_t live = 0;
+    if (magpie_release(model) != MAGPIE_OK || magpie_live_handles(&live) != MAGPIE_OK || live != 0) {
+        fprintf(stderr, "the model was not released cleanly (%zu handles live)\n", live);
+        return 1;
+    }
     if (n_expected) {
         if (n_got != n_expected || memcmp(got, expected, n_got * sizeof(int64_t)) != 0) {
             fprintf(stderr, "generated ids differ from the expected ones\n");

@@ -61,6 +61,12 @@ int main(void) {
     expect(magpie_no_grad_end(), MAGPIE_ERR_ARG, "no no-grad scope", "closing a scope never opened");
     expect(magpie_backward(t), MAGPIE_ERR_OP, NULL, "backward of a tensor without grad");
     expect(magpie_release(t), MAGPIE_OK, NULL, "last release");
+    size_t live = 99;
+    expect(magpie_live_handles(&live), MAGPIE_OK, NULL, "count live handles");
+    if (live != 0) {
+        printf("FAIL %zu handles still live after releasing everything\n", live);
+        failures++;
+    }
     printf("%s (%d failures)\n", failures ? "FAILED" : "all misuse handled", failures);
     return failures ? 1 : 0;
 }

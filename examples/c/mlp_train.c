@@ -90,5 +90,11 @@ int main(void) {
     printf("final loss %.6f: %s\n", loss_value, ok ? "learned XOR" : "did not learn XOR");
     int64_t all[] = {xw, z1, h, hw, z2, p, X, Y, params[0], params[1], params[2], params[3], opt};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) check(magpie_release(all[i]), "release");
+    size_t live = 0;
+    check(magpie_live_handles(&live), "live_handles");
+    if (live != 0) {
+        printf("%zu handles leaked\n", live);
+        ok = 0;
+    }
     return ok ? 0 : 1;
 }

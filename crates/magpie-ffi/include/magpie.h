@@ -359,6 +359,15 @@ int32_t magpie_tensor_item(int64_t t, double *out_v);
 int32_t magpie_tensor_to(int64_t t, int32_t device, int32_t dtype, int64_t *out_h);
 
 /*
+ How many handles of this process are live (made and not yet released): 0 once a program has
+ released everything it made, which is how the examples check they leak nothing.
+
+ # Safety
+ `out` points to a `size_t`.
+ */
+int32_t magpie_live_handles(size_t *out_n);
+
+/*
  Adds a reference to any handle: each reference is dropped by one `magpie_release`.
  */
 int32_t magpie_retain(int64_t h);

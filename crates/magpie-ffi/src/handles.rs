@@ -69,6 +69,11 @@ pub fn insert(obj: Object) -> i64 {
     ((s.generation as i64) << 32) | (idx as i64 + 1)
 }
 
+/// How many handles are live (made and not yet released).
+pub fn live() -> usize {
+    table().slots.iter().filter(|s| s.obj.is_some()).count()
+}
+
 /// The object behind `h`.
 pub fn get(h: i64) -> FfiResult<Arc<Mutex<Object>>> {
     let (idx, generation) = split(h)?;

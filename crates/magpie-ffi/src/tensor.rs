@@ -181,6 +181,19 @@ pub unsafe extern "C" fn magpie_tensor_to(t: i64, device: i32, dtype: i32, out_h
     })
 }
 
+/// How many handles of this process are live (made and not yet released): 0 once a program has
+/// released everything it made, which is how the examples check they leak nothing.
+///
+/// # Safety
+/// `out` points to a `size_t`.
+#[no_mangle]
+pub unsafe extern "C" fn magpie_live_handles(out_n: *mut usize) -> i32 {
+    guard("magpie_live_handles", || {
+        *out(out_n, "out")? = handles::live();
+        Ok(())
+    })
+}
+
 /// Adds a reference to any handle: each reference is dropped by one `magpie_release`.
 #[no_mangle]
 pub extern "C" fn magpie_retain(h: i64) -> i32 {

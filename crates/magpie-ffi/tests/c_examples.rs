@@ -1,7 +1,7 @@
 //! The C programs of `examples/c/` built with the system C compiler against the static library and
 //! run: an MLP learns XOR, a tiny GPT-2 from the Hugging Face fixtures generates transformers'
 //! greedy tokens, and misuse (double release, stale handles, null pointers, bad codes) ends in
-//! error codes, never a crash.
+//! error codes, never a crash; each also under valgrind (memory errors and leaks fail the test).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -52,10 +52,21 @@ fn build(name: &str) -> PathBuf {
     out
 }
 
+/// Runs `exe` natively and then under valgrind's memcheck: no invalid access, no use of
+/// uninitialised memory, no definite leak once every handle is released (threads of the CPU pool
+/// that are still alive at exit are "possibly lost", which is not a leak).
 fn run(exe: &Path, args: &[&str]) -> String {
     let o = Command::new(exe).args(args).output().unwrap();
     let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
     assert!(o.status.success(), "{} {args:?} failed:\n{text}", exe.display());
+    let vg = Command::new("valgrind")
+        .args(["--leak-check=full", "--errors-for-leak-kinds=definite", "--error-exitcode=99", "-q"])
+        .arg(exe)
+        .args(args)
+        .output()
+        .expect("valgrind is needed for the C ABI tests (Debian package valgrind)");
+    let report = String::from_utf8_lossy(&vg.stderr);
+    assert!(vg.status.success(), "{} {args:?} under valgrind: exit {:?}\n{report}", exe.display(), vg.status.code());
     text
 }
 

@@ -1,0 +1,96 @@
+//! The C ABI called from Rust: the generic call's argument and result forms, handles used from
+//! several threads at once, and handle counts back to zero once everything is released. One test
+//! function, because the live-handle count is process-wide.
+
+use magpie_ffi::call::magpie_call;
+use magpie_ffi::tensor::*;
+use magpie_ffi::*;
+use std::ffi::{CStr, CString};
+
+fn ok(rc: i32) {
+    assert_eq!(rc, MAGPIE_OK, "{}", unsafe { CStr::from_ptr(magpie_last_error()) }.to_string_lossy());
+}
+
+fn tensor(v: &[f32], shape: &[i64]) -> i64 {
+    let mut h = 0;
+    ok(unsafe { magpie_tensor_from_data(v.as_ptr().cast(), v.len() * 4, 8, shape.as_ptr(), shape.len(), -1, &mut h) });
+    h
+}
+
+fn values(h: i64) -> Vec<f32> {
+    let mut n = 0;
+    ok(unsafe { magpie_tensor_nbytes(h, &mut n) });
+    let mut v = vec![0f32; n / 4];
+    ok(unsafe { magpie_tensor_to_host(h, v.as_mut_ptr().cast(), n) });
+    v
+}
+
+/// `magpie_call(op, json, tensors)`: the result's JSON and its tensor handles.
+fn call(op: &str, json: &str, ts: &[i64]) -> (String, Vec<i64>) {
+    let (op, js) = (CString::new(op).unwrap(), CString::new(json).unwrap());
+    let mut outs = [0i64; 8];
+    let (mut n, mut len) = (0usize, 0usize);
+    let mut buf = vec![0u8; 256];
+    ok(unsafe { magpie_call(op.as_ptr(), js.as_ptr(), ts.as_ptr(), ts.len(), outs.as_mut_ptr(), 8, &mut n, buf.as_mut_ptr().cast(), buf.len(), &mut len) });
+    (String::from_utf8(buf[..len].to_vec()).unwrap(), outs[..n].to_vec())
+}
+
+#[test]
+fn generic_calls_threads_and_handle_counts() {
+    let mut base = 0;
+    ok(unsafe { magpie_live_handles(&mut base) });
+    let x = tensor(&[1., 2., 3., 4., 5., 6.], &[2, 3]);
+
+    // a list result: split gives two tensors
+    let (js, hs) = call("split", r#"{"args": [{"tensor": 0}, 2], "kwargs": {"dim": 1}}"#, &[x]);
+    assert_eq!(js, r#"[{"tensor":0},{"tensor":1}]"#);
+    assert_eq!(values(hs[0]), vec![1., 2., 4., 5.]);
+    assert_eq!(values(hs[1]), vec![3., 6.]);
+    // keyword arguments and lists
+    let (_, s) = call("sum", r#"{"args": [{"tensor": 0}], "kwargs": {"dim": [1], "keepdim": true}}"#, &[x]);
+    assert_eq!(values(s[0]), vec![6., 15.]);
+    let mut nd = 0;
+    ok(unsafe { magpie_tensor_ndim(s[0], &mut nd) });
+    assert_eq!(nd, 2);
+    // a dtype argument
+    let (_, z) = call("zeros", r#"{"args": [[2, 2]], "kwargs": {"dtype": {"dtype": "float64"}}}"#, &[]);
+    let mut code = 0;
+    ok(unsafe { magpie_tensor_dtype(z[0], &mut code) });
+    assert_eq!(code, 9);
+    // a non-tensor result, and a float scalar argument
+    let (js, none) = call("equal", r#"{"args": [{"tensor": 0}, {"tensor": 0}]}"#, &[x]);
+    assert_eq!((js.as_str(), none.len()), ("true", 0));
+    let (_, y) = call("mul", r#"{"args": [{"tensor": 0}, 0.5]}"#, &[x]);
+    assert_eq!(values(y[0]), vec![0.5, 1., 1.5, 2., 2.5, 3.]);
+
+    // many threads making, combining and releasing handles at once
+    let workers: Vec<_> = (0..4)
+        .map(|k| {
+            std::thread::spawn(move || {
+                for i in 0..200 {
+                    let a = tensor(&[k as f32, i as f32], &[2]);
+                    let mut b = 0;
+                    // [2] + [2, 3] does not broadcast: an error, per thread, with its own message
+                    assert_eq!(unsafe { magpie_add(a, x, &mut b) }, MAGPIE_ERR_OP);
+                    let msg = unsafe { CStr::from_ptr(magpie_last_error()) }.to_string_lossy().into_owned();
+                    assert!(msg.starts_with("magpie_add: "), "{msg}");
+                    let mut c = 0;
+                    ok(unsafe { magpie_mul(a, a, &mut c) });
+                    assert_eq!(values(c), vec![(k * k) as f32, (i * i) as f32]);
+                    ok(magpie_release(a));
+                    ok(magpie_release(c));
+                    assert_eq!(magpie_release(a), MAGPIE_ERR_ARG);
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+    for h in [x, hs[0], hs[1], s[0], z[0], y[0]] {
+        ok(magpie_release(h));
+    }
+    let mut live = 0;
+    ok(unsafe { magpie_live_handles(&mut live) });
+    assert_eq!(live, base, "every handle made here was released");
+}
