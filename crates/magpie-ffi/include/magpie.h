@@ -240,6 +240,29 @@ int32_t magpie_model_train(int64_t model, int32_t flag);
 int32_t magpie_model_save(int64_t model, const char *dir);
 
 /*
+ Loads a BERT folder with tokenizer.json as a sentence embedder (sentence-transformers' pooling
+ and normalization from the folder's files; mean pooling otherwise).
+
+ # Safety
+ `dir` is NUL-terminated; `out` points to an `int64_t`.
+ */
+int32_t magpie_embedder_load(const char *dir, int32_t device, int32_t dtype, int64_t *out_h);
+
+/*
+ Embeds the `n` NUL-terminated texts: `out` gets a float32 `[n, hidden]` tensor. `pooling` 0 is
+ mean, 1 cls, -1 the folder's; `normalize` 1 / 0 forces L2 normalization on / off, -1 the folder's.
+
+ # Safety
+ `texts` points to `n` NUL-terminated strings; `out` to an `int64_t`.
+ */
+int32_t magpie_embed(int64_t embedder,
+                     const char *const *texts,
+                     size_t n,
+                     int32_t pooling,
+                     int32_t normalize,
+                     int64_t *out_h);
+
+/*
  A new optimizer `name` (`sgd`, `adam`, `adamw`; PyTorch's defaults) over the `n_params` tensor
  handles of `params`, with hyperparameters from `hyper_json` (`{"lr": 0.01, "momentum": 0.9}`;
  NULL or "" for the defaults; an unknown key is an error).
@@ -268,6 +291,49 @@ int32_t magpie_optimizer_zero_grad(int64_t opt);
  Sets the learning rate of every parameter group (what a scheduler does each step).
  */
 int32_t magpie_optimizer_set_lr(int64_t opt, double lr);
+
+/*
+ A learning-rate scheduler `name` over the optimizer `opt`, with PyTorch's arguments as JSON:
+ `step_lr` (step_size, gamma), `multi_step_lr` (milestones, gamma), `exponential_lr` (gamma),
+ `cosine_annealing_lr` (T_max, eta_min), `linear_lr` (start_factor, end_factor, total_iters),
+ `constant_lr` (factor, total_iters), `polynomial_lr` (total_iters, power). Like PyTorch's
+ constructors it sets the optimizer's initial learning rates.
+
+ # Safety
+ `name` is NUL-terminated, `hyper_json` NUL-terminated or NULL, `out` points to an `int64_t`.
+ */
+int32_t magpie_scheduler_new(const char *name, int64_t opt, const char *hyper_json, int64_t *out_h);
+
+/*
+ `scheduler.step()`: advances one epoch and sets the learning rates of `opt` (the optimizer the
+ scheduler was made for).
+ */
+int32_t magpie_scheduler_step(int64_t sched, int64_t opt);
+
+/*
+ The learning rate of the optimizer's first parameter group.
+
+ # Safety
+ `out` points to a `double`.
+ */
+int32_t magpie_optimizer_get_lr(int64_t opt, double *out_lr);
+
+/*
+ Writes the optimizer's state (moments, steps, groups) to the safetensors file `path`: the
+ tensors, with the groups' hyperparameters as JSON metadata (`optimizer`).
+
+ # Safety
+ `path` is NUL-terminated.
+ */
+int32_t magpie_optimizer_save(int64_t opt, const char *path);
+
+/*
+ Loads a state written by `magpie_optimizer_save` into an optimizer over the same parameters.
+
+ # Safety
+ `path` is NUL-terminated.
+ */
+int32_t magpie_optimizer_load(int64_t opt, const char *path);
 
 /*
  A tensor of `dtype` and `shape` (`ndim` sizes) from `nbytes` bytes at `data` (C order, native

@@ -5,6 +5,8 @@
 use crate::error::{arg, FfiResult};
 use magpie_core::Tensor;
 use magpie_models::auto::AutoModel;
+use magpie_models::embed::SentenceEncoder;
+use magpie_optim::scheduler::LrScheduler;
 use magpie_optim::Optimizer;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -13,6 +15,8 @@ pub enum Object {
     Tensor(Tensor),
     Model(Box<AutoModel>),
     Optimizer(Box<dyn Optimizer + Send>),
+    Scheduler(Box<dyn LrScheduler + Send>),
+    Embedder(Box<SentenceEncoder>),
 }
 
 impl Object {
@@ -21,6 +25,8 @@ impl Object {
             Object::Tensor(_) => "tensor",
             Object::Model(_) => "model",
             Object::Optimizer(_) => "optimizer",
+            Object::Scheduler(_) => "scheduler",
+            Object::Embedder(_) => "embedder",
         }
     }
 }
@@ -152,5 +158,25 @@ pub fn with_optimizer<R>(h: i64, f: impl FnOnce(&mut (dyn Optimizer + Send)) -> 
     match &mut *g {
         Object::Optimizer(opt) => f(opt.as_mut()),
         other => Err(arg(format!("handle {h} is a {}, not an optimizer", other.kind()))),
+    }
+}
+
+/// Runs `f` on the scheduler behind `h`.
+pub fn with_scheduler<R>(h: i64, f: impl FnOnce(&mut (dyn LrScheduler + Send)) -> FfiResult<R>) -> FfiResult<R> {
+    let o = get(h)?;
+    let mut g = lock(&o);
+    match &mut *g {
+        Object::Scheduler(s) => f(s.as_mut()),
+        other => Err(arg(format!("handle {h} is a {}, not a scheduler", other.kind()))),
+    }
+}
+
+/// Runs `f` on the sentence embedder behind `h`.
+pub fn with_embedder<R>(h: i64, f: impl FnOnce(&mut SentenceEncoder) -> FfiResult<R>) -> FfiResult<R> {
+    let o = get(h)?;
+    let mut g = lock(&o);
+    match &mut *g {
+        Object::Embedder(e) => f(e),
+        other => Err(arg(format!("handle {h} is a {}, not an embedder", other.kind()))),
     }
 }

@@ -8,6 +8,7 @@ use crate::ptr::{cstr, out, slice, slice_mut};
 use crate::tensor::give;
 use magpie_core::autograd::no_grad;
 use magpie_models::auto::AutoModel;
+use magpie_models::embed::{Pooling, SentenceEncoder};
 use magpie_models::generate::generate;
 use magpie_models::hub::LoadOptions;
 use magpie_nn::ModuleExt;
@@ -168,5 +169,57 @@ pub unsafe extern "C" fn magpie_model_save(model: i64, dir: *const c_char) -> i3
     guard("magpie_model_save", || {
         let dir = cstr(dir, "dir")?;
         handles::with_model(model, |m| Ok(m.save_pretrained(dir)?))
+    })
+}
+
+/// Loads a BERT folder with tokenizer.json as a sentence embedder (sentence-transformers' pooling
+/// and normalization from the folder's files; mean pooling otherwise).
+///
+/// # Safety
+/// `dir` is NUL-terminated; `out` points to an `int64_t`.
+#[no_mangle]
+pub unsafe extern "C" fn magpie_embedder_load(dir: *const c_char, device: i32, dtype: i32, out_h: *mut i64) -> i32 {
+    guard("magpie_embedder_load", || {
+        let o = out(out_h, "out")?;
+        let dir = cstr(dir, "dir")?;
+        let opts = LoadOptions { dtype: codes::dtype(dtype)?, device: codes::device(device)? };
+        let e = SentenceEncoder::load(std::path::Path::new(dir), &opts)?;
+        *o = handles::insert(Object::Embedder(Box::new(e)));
+        Ok(())
+    })
+}
+
+/// Embeds the `n` NUL-terminated texts: `out` gets a float32 `[n, hidden]` tensor. `pooling` 0 is
+/// mean, 1 cls, -1 the folder's; `normalize` 1 / 0 forces L2 normalization on / off, -1 the folder's.
+///
+/// # Safety
+/// `texts` points to `n` NUL-terminated strings; `out` to an `int64_t`.
+#[no_mangle]
+pub unsafe extern "C" fn magpie_embed(embedder: i64, texts: *const *const c_char, n: usize, pooling: i32, normalize: i32, out_h: *mut i64) -> i32 {
+    guard("magpie_embed", || {
+        let o = out(out_h, "out")?;
+        let ptrs = slice(texts, n, "texts")?;
+        let strs = ptrs.iter().enumerate().map(|(i, &p)| cstr(p, &format!("texts[{i}]"))).collect::<Result<Vec<&str>, _>>()?;
+        let t = handles::with_embedder(embedder, |e| {
+            let (keep_pool, keep_norm) = (e.pooling, e.normalize);
+            match pooling {
+                -1 => {}
+                0 => e.pooling = Pooling::Mean,
+                1 => e.pooling = Pooling::Cls,
+                p => return Err(arg(format!("pooling {p} is not -1, 0 (mean) or 1 (cls)"))),
+            }
+            match normalize {
+                -1 => {}
+                0 | 1 => e.normalize = normalize == 1,
+                v => return Err(arg(format!("normalize {v} is not -1, 0 or 1"))),
+            }
+            let r = e.embed(&strs);
+            (e.pooling, e.normalize) = (keep_pool, keep_norm);
+            let rows = r?;
+            let h = rows.first().map_or(0, |r| r.len());
+            Ok(magpie_core::Tensor::from_vec(rows.concat(), &[rows.len(), h])?)
+        })?;
+        give(t, o);
+        Ok(())
     })
 }

@@ -3,7 +3,9 @@
 use crate::error::{arg, guard, FfiResult};
 use crate::handles::{self, Object};
 use crate::ptr::{cstr, slice};
+use magpie_optim::scheduler::{ConstantLr, CosineAnnealingLr, ExponentialLr, LinearLr, LrScheduler, MultiStepLr, PolynomialLr, StepLr};
 use magpie_optim::{Adam, AdamConfig, AdamW, Optimizer, Sgd, SgdConfig};
+use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 use std::ffi::c_char;
 
@@ -122,5 +124,135 @@ pub extern "C" fn magpie_optimizer_set_lr(opt: i64, lr: f64) -> i32 {
             }
             Ok(())
         })
+    })
+}
+
+fn int(o: &Map<String, Value>, k: &str, default: Option<i64>) -> FfiResult<i64> {
+    match o.get(k) {
+        None => default.ok_or_else(|| arg(format!("hyperparameter '{k}' is required"))),
+        Some(v) => v.as_i64().ok_or_else(|| arg(format!("hyperparameter '{k}' must be an integer, got {v}"))),
+    }
+}
+
+fn hyper_map(json: *const c_char) -> FfiResult<Map<String, Value>> {
+    // SAFETY: the caller's promise, passed through
+    let s = if json.is_null() { String::new() } else { unsafe { cstr(json, "hyper_json")? }.to_string() };
+    if s.trim().is_empty() {
+        return Ok(Map::new());
+    }
+    match serde_json::from_str::<Value>(&s).map_err(|e| arg(format!("hyper_json is not JSON: {e}")))? {
+        Value::Object(m) => Ok(m),
+        v => Err(arg(format!("hyper_json must be an object, got {v}"))),
+    }
+}
+
+/// A learning-rate scheduler `name` over the optimizer `opt`, with PyTorch's arguments as JSON:
+/// `step_lr` (step_size, gamma), `multi_step_lr` (milestones, gamma), `exponential_lr` (gamma),
+/// `cosine_annealing_lr` (T_max, eta_min), `linear_lr` (start_factor, end_factor, total_iters),
+/// `constant_lr` (factor, total_iters), `polynomial_lr` (total_iters, power). Like PyTorch's
+/// constructors it sets the optimizer's initial learning rates.
+///
+/// # Safety
+/// `name` is NUL-terminated, `hyper_json` NUL-terminated or NULL, `out` points to an `int64_t`.
+#[no_mangle]
+pub unsafe extern "C" fn magpie_scheduler_new(name: *const c_char, opt: i64, hyper_json: *const c_char, out_h: *mut i64) -> i32 {
+    guard("magpie_scheduler_new", || {
+        let o = crate::ptr::out(out_h, "out")?;
+        let name = cstr(name, "name")?.to_ascii_lowercase();
+        let m = hyper_map(hyper_json)?;
+        let sched = handles::with_optimizer(opt, |op| -> FfiResult<Box<dyn LrScheduler + Send>> {
+            let op: &mut dyn Optimizer = op;
+            Ok(match name.as_str() {
+                "step_lr" => {
+                    check_keys(&m, &["step_size", "gamma"], &name)?;
+                    Box::new(StepLr::new(op, int(&m, "step_size", None)?, num(&m, "gamma", 0.1)?)?) as Box<dyn LrScheduler + Send>
+                }
+                "multi_step_lr" => {
+                    check_keys(&m, &["milestones", "gamma"], &name)?;
+                    let ms = m.get("milestones").and_then(|v| v.as_array()).and_then(|a| a.iter().map(|x| x.as_i64()).collect::<Option<Vec<_>>>()).ok_or_else(|| arg("milestones must be a list of integers"))?;
+                    Box::new(MultiStepLr::new(op, &ms, num(&m, "gamma", 0.1)?)?) as Box<dyn LrScheduler + Send>
+                }
+                "exponential_lr" => {
+                    check_keys(&m, &["gamma"], &name)?;
+                    Box::new(ExponentialLr::new(op, num(&m, "gamma", f64::NAN)?)?) as Box<dyn LrScheduler + Send>
+                }
+                "cosine_annealing_lr" => {
+                    check_keys(&m, &["T_max", "eta_min"], &name)?;
+                    Box::new(CosineAnnealingLr::new(op, int(&m, "T_max", None)?, num(&m, "eta_min", 0.0)?)?) as Box<dyn LrScheduler + Send>
+                }
+                "linear_lr" => {
+                    check_keys(&m, &["start_factor", "end_factor", "total_iters"], &name)?;
+                    Box::new(LinearLr::new(op, num(&m, "start_factor", 1.0 / 3.0)?, num(&m, "end_factor", 1.0)?, int(&m, "total_iters", Some(5))?)?) as Box<dyn LrScheduler + Send>
+                }
+                "constant_lr" => {
+                    check_keys(&m, &["factor", "total_iters"], &name)?;
+                    Box::new(ConstantLr::new(op, num(&m, "factor", 1.0 / 3.0)?, int(&m, "total_iters", Some(5))?)?) as Box<dyn LrScheduler + Send>
+                }
+                "polynomial_lr" => {
+                    check_keys(&m, &["total_iters", "power"], &name)?;
+                    Box::new(PolynomialLr::new(op, int(&m, "total_iters", Some(5))?, num(&m, "power", 1.0)?)?) as Box<dyn LrScheduler + Send>
+                }
+                other => return Err(arg(format!("unknown scheduler '{other}' (step_lr, multi_step_lr, exponential_lr, cosine_annealing_lr, linear_lr, constant_lr, polynomial_lr)"))),
+            })
+        })?;
+        *o = handles::insert(Object::Scheduler(sched));
+        Ok(())
+    })
+}
+
+/// `scheduler.step()`: advances one epoch and sets the learning rates of `opt` (the optimizer the
+/// scheduler was made for).
+#[no_mangle]
+pub extern "C" fn magpie_scheduler_step(sched: i64, opt: i64) -> i32 {
+    guard("magpie_scheduler_step", || {
+        if sched == opt {
+            return Err(arg("the scheduler and the optimizer are the same handle"));
+        }
+        handles::with_scheduler(sched, |s| handles::with_optimizer(opt, |o| Ok(s.step(o)?)))
+    })
+}
+
+/// The learning rate of the optimizer's first parameter group.
+///
+/// # Safety
+/// `out` points to a `double`.
+#[no_mangle]
+pub unsafe extern "C" fn magpie_optimizer_get_lr(opt: i64, out_lr: *mut f64) -> i32 {
+    guard("magpie_optimizer_get_lr", || {
+        let o = crate::ptr::out(out_lr, "out")?;
+        *o = handles::with_optimizer(opt, |op| Ok(op.lr(0)))?;
+        Ok(())
+    })
+}
+
+/// Writes the optimizer's state (moments, steps, groups) to the safetensors file `path`: the
+/// tensors, with the groups' hyperparameters as JSON metadata (`optimizer`).
+///
+/// # Safety
+/// `path` is NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn magpie_optimizer_save(opt: i64, path: *const c_char) -> i32 {
+    guard("magpie_optimizer_save", || {
+        let path = cstr(path, "path")?;
+        let (tensors, json) = handles::with_optimizer(opt, |o| Ok(o.state_dict()?))?;
+        let host = tensors.into_iter().map(|(n, t)| Ok((n, t.to_device(magpie_core::Device::Cpu)?.contiguous()?))).collect::<magpie_core::Result<Vec<_>>>()?;
+        let mut meta = BTreeMap::new();
+        meta.insert("optimizer".to_string(), json);
+        magpie_io::safetensors::save(&host, Some(&meta), path)?;
+        Ok(())
+    })
+}
+
+/// Loads a state written by `magpie_optimizer_save` into an optimizer over the same parameters.
+///
+/// # Safety
+/// `path` is NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn magpie_optimizer_load(opt: i64, path: *const c_char) -> i32 {
+    guard("magpie_optimizer_load", || {
+        let path = cstr(path, "path")?;
+        let f = magpie_io::safetensors::load(path)?;
+        let json = f.metadata.get("optimizer").ok_or_else(|| arg(format!("{path} holds no optimizer state (no 'optimizer' metadata)")))?.clone();
+        handles::with_optimizer(opt, |o| Ok(o.load_state_dict(&f.tensors, &json)?))
     })
 }

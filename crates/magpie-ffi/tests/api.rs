@@ -2,7 +2,9 @@
 //! several threads at once, and handle counts back to zero once everything is released. One test
 //! function, because the live-handle count is process-wide.
 
+use magpie_ffi::autograd::*;
 use magpie_ffi::call::magpie_call;
+use magpie_ffi::optim::*;
 use magpie_ffi::tensor::*;
 use magpie_ffi::*;
 use std::ffi::{CStr, CString};
@@ -87,7 +89,47 @@ fn generic_calls_threads_and_handle_counts() {
     for w in workers {
         w.join().unwrap();
     }
-    for h in [x, hs[0], hs[1], s[0], z[0], y[0]] {
+    // an optimizer with a scheduler, its state saved and loaded
+    let w = tensor(&[1., -1.], &[2]);
+    ok(magpie_set_requires_grad(w, 1));
+    let mut opt = 0;
+    let (adam, hyper) = (CString::new("adam").unwrap(), CString::new(r#"{"lr": 0.1}"#).unwrap());
+    ok(unsafe { magpie_optimizer_new(adam.as_ptr(), &w, 1, hyper.as_ptr(), &mut opt) });
+    let mut sched = 0;
+    let (step_lr, sh) = (CString::new("step_lr").unwrap(), CString::new(r#"{"step_size": 2, "gamma": 0.5}"#).unwrap());
+    ok(unsafe { magpie_scheduler_new(step_lr.as_ptr(), opt, sh.as_ptr(), &mut sched) });
+    let mut lrs = Vec::new();
+    for _ in 0..4 {
+        let (mut sq, mut loss) = (0, 0);
+        ok(unsafe { magpie_mul(w, w, &mut sq) });
+        ok(unsafe { magpie_sum(sq, &mut loss) });
+        ok(magpie_optimizer_zero_grad(opt));
+        ok(magpie_backward(loss));
+        ok(magpie_optimizer_step(opt));
+        ok(magpie_scheduler_step(sched, opt));
+        let mut lr = 0.0;
+        ok(unsafe { magpie_optimizer_get_lr(opt, &mut lr) });
+        lrs.push(lr);
+        ok(magpie_release(sq));
+        ok(magpie_release(loss));
+    }
+    assert_eq!(lrs, vec![0.1, 0.05, 0.05, 0.025]);
+    assert_eq!(magpie_scheduler_step(sched, sched), MAGPIE_ERR_ARG);
+    let dir = tempfile::tempdir().unwrap();
+    let path = CString::new(dir.path().join("opt.safetensors").to_str().unwrap()).unwrap();
+    ok(unsafe { magpie_optimizer_save(opt, path.as_ptr()) });
+    let mut opt2 = 0;
+    ok(unsafe { magpie_optimizer_new(adam.as_ptr(), &w, 1, hyper.as_ptr(), &mut opt2) });
+    ok(unsafe { magpie_optimizer_load(opt2, path.as_ptr()) });
+    let mut lr2 = 0.0;
+    ok(unsafe { magpie_optimizer_get_lr(opt2, &mut lr2) });
+    assert_eq!(lr2, 0.025, "the loaded state carries the scheduled learning rate");
+    // a state for other parameters does not load
+    let mut opt3 = 0;
+    ok(unsafe { magpie_optimizer_new(adam.as_ptr(), [w, x].as_ptr(), 2, hyper.as_ptr(), &mut opt3) });
+    assert_ne!(unsafe { magpie_optimizer_load(opt3, path.as_ptr()) }, MAGPIE_OK);
+
+    for h in [x, hs[0], hs[1], s[0], z[0], y[0], w, opt, opt2, opt3, sched] {
         ok(magpie_release(h));
     }
     let mut live = 0;
