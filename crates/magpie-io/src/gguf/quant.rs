@@ -1,0 +1,79 @@
+//! Encoders from f32 to the types the writer produces: F32, F16, BF16 and the quantized Q8_0
+//! and Q4_0 blocks, rounding exactly as gguf-py's `gguf.quants.quantize` does (its Q8_0 is
+//! bit-exact with ggml's reference `quantize_row_q8_0`).
+
+use super::cursor::err;
+use super::types::GgmlType;
+use magpie_core::Result;
+
+/// f32 to bf16 bits as ggml's `ggml_compute_fp32_to_bf16`: NaN made quiet, otherwise rounded to
+/// nearest, ties to even.
+pub fn f32_to_bf16_bits(x: f32) -> u16 {
+    let u = x.to_bits();
+    if u & 0x7fff_ffff > 0x7f80_0000 {
+        return ((u >> 16) | 64) as u16;
+    }
+    ((u as u64 + 0x7fff + ((u as u64 >> 16) & 1)) >> 16) as u16
+}
+
+/// Q8_0 blocks of `x` (whose length is a multiple of 32): d = max|x| / 127, q = round(x / d)
+/// (halves away from zero), d stored as f16.
+pub fn quantize_q8_0(x: &[f32]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(x.len() / 32 * 34);
+    for blk in x.chunks_exact(32) {
+        let amax = blk.iter().fold(0f32, |m, v| {
+            let a = v.abs();
+            if a > m || a.is_nan() {
+                a
+            } else {
+                m
+            }
+        });
+        let d = amax / 127.0;
+        let id = if d == 0.0 { 0.0 } else { 1.0 / d };
+        out.extend_from_slice(&half::f16::from_f32(d).to_bits().to_le_bytes());
+        for &v in blk {
+            out.push((v * id).round() as i8 as u8);
+        }
+    }
+    out
+}
+
+/// Q4_0 blocks of `x` (whose length is a multiple of 32): the element of largest magnitude
+/// (first one on ties) sets d = max / -8; q = trunc(x * (1 / d) + 8.5) computed in f64 and
+/// rounded to f32 as gguf-py does, clipped to 0..=15.
+pub fn quantize_q4_0(x: &[f32]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(x.len() / 32 * 18);
+    for blk in x.chunks_exact(32) {
+        let mut imax = 0;
+        for (i, v) in blk.iter().enumerate() {
+            if v.abs() > blk[imax].abs() {
+                imax = i;
+            }
+        }
+        let d = blk[imax] / -8.0;
+        let id = if d == 0.0 { 0.0 } else { 1.0 / d };
+        let q = |v: f32| -> u8 { (((v as f64 * id as f64 + 8.5) as f32).trunc() as u8).min(15) };
+        out.extend_from_slice(&half::f16::from_f32(d).to_bits().to_le_bytes());
+        for j in 0..16 {
+            out.push(q(blk[j]) | (q(blk[j + 16]) << 4));
+        }
+    }
+    out
+}
+
+/// Encodes `x` as `ty` (F32, F16, BF16, Q8_0 or Q4_0); the length must be a whole number of
+/// blocks.
+pub fn quantize(ty: GgmlType, x: &[f32]) -> Result<Vec<u8>> {
+    if x.len() % ty.block_size() != 0 {
+        return Err(err(format!("{} values are not a whole number of {ty} blocks of {}", x.len(), ty.block_size())));
+    }
+    Ok(match ty {
+        GgmlType::F32 => x.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        GgmlType::F16 => x.iter().flat_map(|&v| half::f16::from_f32(v).to_bits().to_le_bytes()).collect(),
+        GgmlType::BF16 => x.iter().flat_map(|&v| f32_to_bf16_bits(v).to_le_bytes()).collect(),
+        GgmlType::Q8_0 => quantize_q8_0(x),
+        GgmlType::Q4_0 => quantize_q4_0(x),
+        other => return Err(err(format!("quantizing to {other} is not supported (F32, F16, BF16, Q8_0, Q4_0 are)"))),
+    })
+}

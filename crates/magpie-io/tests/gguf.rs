@@ -1,0 +1,433 @@
+//! GGUF reader, dequantizers and writer against the fixtures made with gguf-py 0.19.0
+//! (`tests/fixtures/gguf/`).
+
+use magpie_core::Tensor;
+use magpie_io::gguf::{self, GgmlType, GgufFile, GgufWriter, Value, ValueType};
+use serde_json::Value as Json;
+use std::path::PathBuf;
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gguf").join(name)
+}
+
+fn json(name: &str) -> Json {
+    serde_json::from_str(&std::fs::read_to_string(fixture(name)).unwrap()).unwrap()
+}
+
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+/// Checks one value against its JSON description (`type`, `value`, `elem_type` for arrays).
+fn check_value(key: &str, v: &Value, ty: &str, expected: &Json, elem: Option<&str>) {
+    assert_eq!(v.value_type().name(), ty, "type of {key}");
+    match v {
+        Value::U8(_) | Value::U16(_) | Value::U32(_) | Value::U64(_) => {
+            assert_eq!(v.as_u64(), expected.as_u64(), "{key}")
+        }
+        Value::I8(_) | Value::I16(_) | Value::I32(_) | Value::I64(_) => {
+            assert_eq!(v.as_i64(), expected.as_i64(), "{key}")
+        }
+        Value::F32(x) => assert_eq!(x.to_bits(), (expected.as_f64().unwrap() as f32).to_bits(), "{key}"),
+        Value::F64(x) => assert_eq!(x.to_bits(), expected.as_f64().unwrap().to_bits(), "{key}"),
+        Value::Bool(b) => assert_eq!(Some(*b), expected.as_bool(), "{key}"),
+        Value::String(s) => assert_eq!(Some(s.as_str()), expected.as_str(), "{key}"),
+        Value::Array(a) => {
+            let elem = elem.unwrap();
+            assert_eq!(a.elem_type.name(), elem, "element type of {key}");
+            let items = expected.as_array().unwrap();
+            assert_eq!(a.items.len(), items.len(), "length of {key}");
+            for (item, e) in a.items.iter().zip(items) {
+                check_value(key, item, elem, e, None);
+            }
+        }
+    }
+}
+
+#[test]
+fn kv_types_match_expected_json() {
+    let f = GgufFile::open(fixture("kv-types.gguf")).unwrap();
+    let exp = json("kv-types.expected.json");
+    assert_eq!(f.tensors().len(), 0);
+    assert_eq!(f.version(), 3);
+    let kv = exp["kv"].as_array().unwrap();
+    assert_eq!(f.metadata().len(), kv.len());
+    for ((k, v), e) in f.metadata().iter().zip(kv) {
+        assert_eq!(k, e["key"].as_str().unwrap());
+        check_value(k, v, e["type"].as_str().unwrap(), &e["value"], e["elem_type"].as_str());
+    }
+    assert_eq!(f.get("test.u64"), Some(&Value::U64(9223372036854775813)));
+    assert_eq!(f.get("test.arr_str").unwrap().as_str_array().unwrap(), vec!["a", "", "日本"]);
+}
+
+#[test]
+fn quant_blocks_dequantize_bit_exact() {
+    let f = GgufFile::open(fixture("quant-blocks.gguf")).unwrap();
+    let r = magpie_io::safetensors::load(fixture("quant-blocks.reference.safetensors")).unwrap();
+    let mut seen = Vec::new();
+    for t in f.tensors() {
+        let got = f.tensor_f32(&t.name).unwrap();
+        let want = r.get(&t.name).unwrap_or_else(|| panic!("no reference for {}", t.name));
+        assert_eq!(got.shape(), want.shape(), "{}", t.name);
+        let (g, w) = (got.to_vec::<f32>().unwrap(), want.to_vec::<f32>().unwrap());
+        assert_eq!(bits(&g), bits(&w), "{} ({}) differs from gguf-py", t.name, t.ggml_type);
+        seen.push(t.ggml_type);
+    }
+    for ty in ["F32", "F16", "Q8_0", "Q4_0", "Q5_0", "Q5_1", "IQ4_NL", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"] {
+        assert!(seen.contains(&GgmlType::from_name(ty).unwrap()), "{ty} not covered");
+    }
+}
+
+const TINY: [&str; 9] = ["F32", "F16", "Q8_0", "Q4_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"];
+
+#[test]
+fn tiny_llama_files_match_manifest() {
+    let m = json("manifest.json");
+    for ty in TINY {
+        let name = format!("tiny-llama-{ty}.gguf");
+        let f = GgufFile::open(fixture(&name)).unwrap();
+        let e = &m["files"][&name];
+        assert_eq!(f.alignment(), e["alignment"].as_u64().unwrap());
+        let tensors = e["tensors"].as_array().unwrap();
+        assert_eq!(f.tensors().len(), tensors.len(), "{name}");
+        assert_eq!(f.tensors().len(), 31);
+        let mut counts = std::collections::BTreeMap::<String, u64>::new();
+        for (t, et) in f.tensors().iter().zip(tensors) {
+            assert_eq!(t.name, et["name"].as_str().unwrap());
+            assert_eq!(t.ggml_type.name(), et["type"].as_str().unwrap(), "{name} {}", t.name);
+            let ne: Vec<u64> = et["ne"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect();
+            assert_eq!(t.ne, ne);
+            assert_eq!(t.offset, et["offset_in_data"].as_u64().unwrap());
+            assert_eq!(t.nbytes, et["nbytes"].as_u64().unwrap());
+            *counts.entry(t.ggml_type.name().to_string()).or_default() += 1;
+        }
+        let want: std::collections::BTreeMap<String, u64> =
+            e["tensor_types"].as_object().unwrap().iter().map(|(k, v)| (k.clone(), v.as_u64().unwrap())).collect();
+        assert_eq!(counts, want, "{name}");
+        // metadata: keys in order, types, scalar values, array lengths
+        let kv = e["kv"].as_object().unwrap();
+        let keys: Vec<&str> = f.metadata().iter().map(|(k, _)| k.as_str()).collect();
+        let want_keys: Vec<&str> = kv.keys().map(|k| k.as_str()).collect();
+        let mut sorted = keys.clone();
+        sorted.sort();
+        assert_eq!(sorted, want_keys, "{name} keys");
+        assert_eq!(keys[0], "general.architecture");
+        for (k, v) in f.metadata() {
+            let ek = &kv[k];
+            let ety = ek["type"].as_str().unwrap();
+            if let Some(elem) = ety.strip_prefix("array[").and_then(|s| s.strip_suffix(']')) {
+                let a = v.as_array().unwrap();
+                assert_eq!(a.elem_type.name(), elem, "{k}");
+                assert_eq!(a.items.len() as u64, ek["len"].as_u64().unwrap(), "{k}");
+            } else {
+                check_value(k, v, ety, &ek["value"], None);
+            }
+        }
+        // every tensor dequantizes
+        for t in f.tensors() {
+            let x = f.tensor_f32(&t.name).unwrap();
+            assert_eq!(x.shape(), t.shape().as_slice());
+        }
+    }
+}
+
+#[test]
+fn tiny_llama_tensors_equal_references() {
+    for ty in ["F32", "Q8_0", "Q4_K"] {
+        let f = GgufFile::open(fixture(&format!("tiny-llama-{ty}.gguf"))).unwrap();
+        let r = magpie_io::safetensors::load(fixture(&format!("tiny-llama-{ty}.reference.safetensors"))).unwrap();
+        for t in f.tensors() {
+            let got = f.tensor_f32(&t.name).unwrap();
+            let want = r.get(&t.name).unwrap_or_else(|| panic!("{ty}: no reference for {}", t.name));
+            assert_eq!(got.shape(), want.shape(), "{ty} {}", t.name);
+            assert_eq!(
+                bits(&got.to_vec::<f32>().unwrap()),
+                bits(&want.to_vec::<f32>().unwrap()),
+                "{ty}: {} ({})",
+                t.name,
+                t.ggml_type
+            );
+        }
+    }
+}
+
+/// gguf-py quantized the F32 model's weights to make the Q8_0 and Q4_0 files: our quantizers
+/// give the same blocks byte for byte.
+#[test]
+fn quantizers_match_gguf_py_blocks() {
+    let src = GgufFile::open(fixture("tiny-llama-F32.gguf")).unwrap();
+    for (ty, file) in [(GgmlType::Q8_0, "tiny-llama-Q8_0.gguf"), (GgmlType::Q4_0, "tiny-llama-Q4_0.gguf")] {
+        let q = GgufFile::open(fixture(file)).unwrap();
+        let mut n = 0;
+        for t in q.tensors().iter().filter(|t| t.ggml_type == ty) {
+            let x = src.tensor_data_f32(&t.name).unwrap();
+            let ours = gguf::quantize(ty, &x).unwrap();
+            assert!(ours == q.tensor_bytes(&t.name).unwrap(), "{ty} blocks of {} differ from gguf-py's", t.name);
+            n += 1;
+        }
+        assert_eq!(n, 23, "{file}");
+    }
+}
+
+#[test]
+fn malformed_files_rejected() {
+    let cases = json("malformed/cases.json");
+    // a word the error message must contain, per case
+    let words = [
+        ("bad_magic.gguf", "magic"),
+        ("version_4.gguf", "version 4"),
+        ("truncated_header.gguf", "file ends"),
+        ("truncated_tensor_data.gguf", "not within the file"),
+        ("n_tensors_huge.gguf", "tensor count"),
+        ("string_len_beyond_eof.gguf", "string length 5000"),
+        ("array_len_overflow.gguf", "overflows"),
+        ("unknown_value_type.gguf", "invalid value type 13"),
+        ("unknown_ggml_type.gguf", "unknown ggml type 99"),
+        ("tensor_offset_beyond_eof.gguf", "not within the file"),
+        ("misaligned_tensor_offset.gguf", "not a multiple of the alignment"),
+        ("n_dims_5.gguf", "n_dims = 5"),
+        ("duplicate_tensor_name.gguf", "duplicate tensor name"),
+        ("alignment_not_pow2.gguf", "not a power of two"),
+    ];
+    let list = cases["cases"].as_array().unwrap();
+    assert_eq!(list.len(), 15);
+    for c in list {
+        let file = c["file"].as_str().unwrap();
+        let path = fixture(&format!("malformed/{file}"));
+        let res = GgufFile::open(&path);
+        match c["expect"].as_str().unwrap() {
+            "accept" => {
+                let f = res.unwrap_or_else(|e| panic!("{file} must load: {e}"));
+                assert_eq!(f.tensors().len(), 3);
+                for t in f.tensors() {
+                    f.tensor_f32(&t.name).unwrap();
+                }
+                assert_eq!(f.tensor_info("b.weight").unwrap().ggml_type, GgmlType::Q8_0);
+            }
+            "reject" => {
+                let e = match res {
+                    Ok(_) => panic!("{file} must be rejected ({})", c["what"]),
+                    Err(e) => e.to_string(),
+                };
+                let word = words.iter().find(|(f, _)| *f == file).unwrap_or_else(|| panic!("no key word for {file}")).1;
+                assert!(e.contains(word), "{file}: error '{e}' does not mention '{word}'");
+                // the same from bytes
+                assert!(GgufFile::from_bytes(std::fs::read(&path).unwrap()).is_err());
+            }
+            other => panic!("unknown expectation {other}"),
+        }
+    }
+}
+
+fn sample(n: usize, seed: u32) -> Vec<f32> {
+    (0..n).map(|i| ((i as f32 * 0.37 + seed as f32).sin() * 3.0) + if i % 97 == 5 { 20.0 } else { 0.0 }).collect()
+}
+
+#[test]
+fn writer_round_trip() {
+    let mut w = GgufWriter::new();
+    w.add("general.architecture", "llama").unwrap();
+    w.add("t.u8", 200u8).unwrap();
+    w.add("t.i8", -100i8).unwrap();
+    w.add("t.u16", 65000u16).unwrap();
+    w.add("t.i16", -30000i16).unwrap();
+    w.add("t.u32", 4_000_000_000u32).unwrap();
+    w.add("t.i32", -2_000_000_000i32).unwrap();
+    w.add("t.f32", 0.15625f32).unwrap();
+    w.add("t.bool", true).unwrap();
+    w.add("t.str", "héllo ✓ 🦙").unwrap();
+    w.add("t.empty", "").unwrap();
+    w.add("t.u64", u64::MAX).unwrap();
+    w.add("t.i64", i64::MIN).unwrap();
+    w.add("t.f64", -1e300f64).unwrap();
+    w.add("t.arr_str", gguf::array_of(ValueType::String, ["a", "", "日本"])).unwrap();
+    w.add("t.arr_f32", gguf::array_of(ValueType::F32, [1.5f32, -0.0])).unwrap();
+    w.add("t.arr_empty", gguf::array_of::<i32>(ValueType::I32, [])).unwrap();
+    let inner = gguf::array_of(ValueType::U16, [1u16, 2]);
+    w.add("t.nested", Value::array(ValueType::Array, vec![inner.clone(), gguf::array_of::<u16>(ValueType::U16, [])]))
+        .unwrap();
+    w.add("general.alignment", 64u32).unwrap();
+    assert!(w.add("t.u8", 1u8).is_err(), "duplicate key");
+    assert!(w.add("t.bad", Value::array(ValueType::U8, vec![Value::I8(1)])).is_err(), "mixed array");
+
+    let a = sample(8 * 64, 1);
+    let b = sample(3 * 32, 2);
+    let c = sample(2 * 64, 3);
+    let d = sample(5 * 64, 4);
+    w.add_tensor("a", &Tensor::from_vec(a.clone(), &[8, 64]).unwrap(), GgmlType::F32).unwrap();
+    w.add_tensor("b", &Tensor::from_vec(b.clone(), &[3, 32]).unwrap(), GgmlType::F16).unwrap();
+    w.add_tensor("c", &Tensor::from_vec(c.clone(), &[2, 64]).unwrap(), GgmlType::Q8_0).unwrap();
+    w.add_tensor("d", &Tensor::from_vec(d.clone(), &[5, 64]).unwrap(), GgmlType::BF16).unwrap();
+    w.add_tensor("e", &Tensor::from_vec(c.clone(), &[2, 64]).unwrap(), GgmlType::Q4_0).unwrap();
+    // already-quantized blocks stay as they are
+    let qb = GgufFile::open(fixture("quant-blocks.gguf")).unwrap();
+    let q4k = qb.tensor_info("q4_k.weight").unwrap().clone();
+    w.add_raw("raw_q4_k", GgmlType::Q4_K, &q4k.ne, qb.tensor_bytes("q4_k.weight").unwrap().to_vec()).unwrap();
+    assert!(w.add_tensor("a", &Tensor::from_vec(a.clone(), &[8, 64]).unwrap(), GgmlType::F32).is_err());
+    assert!(w.add_tensor("odd", &Tensor::from_vec(vec![0f32; 40], &[40]).unwrap(), GgmlType::Q8_0).is_err());
+    assert!(w.add_raw("short", GgmlType::Q8_0, &[32], vec![0; 33]).is_err());
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rt.gguf");
+    w.write(&path).unwrap();
+    let f = GgufFile::open(&path).unwrap();
+    assert_eq!(f.version(), 3);
+    assert_eq!(f.alignment(), 64);
+    assert_eq!(f.metadata().len(), 19);
+    assert_eq!(f.get("t.str").unwrap().as_str(), Some("héllo ✓ 🦙"));
+    assert_eq!(f.get("t.u64"), Some(&Value::U64(u64::MAX)));
+    assert_eq!(f.get("t.i64"), Some(&Value::I64(i64::MIN)));
+    assert_eq!(f.get("t.f64"), Some(&Value::F64(-1e300)));
+    assert_eq!(f.get("t.f32"), Some(&Value::F32(0.15625)));
+    assert_eq!(f.get("t.i8"), Some(&Value::I8(-100)));
+    assert_eq!(f.get("t.bool"), Some(&Value::Bool(true)));
+    assert_eq!(f.get("t.arr_str").unwrap().as_str_array().unwrap(), vec!["a", "", "日本"]);
+    assert_eq!(f.get("t.arr_f32").unwrap().as_f32_array().unwrap()[1].to_bits(), (-0.0f32).to_bits());
+    let empty = f.get("t.arr_empty").unwrap().as_array().unwrap();
+    assert_eq!((empty.elem_type, empty.items.len()), (ValueType::I32, 0));
+    let nested = f.get("t.nested").unwrap().as_array().unwrap();
+    assert_eq!(nested.items[0], inner);
+    // every value as written
+    let again = GgufFile::from_bytes(std::fs::read(&path).unwrap()).unwrap();
+    assert_eq!(again.metadata(), f.metadata());
+
+    assert_eq!(f.tensor_info("a").unwrap().ne, vec![64, 8]);
+    assert_eq!(f.tensor_f32("a").unwrap().shape(), &[8, 64]);
+    assert_eq!(bits(&f.tensor_data_f32("a").unwrap()), bits(&a));
+    let b16: Vec<f32> = b.iter().map(|&x| half::f16::from_f32(x).to_f32()).collect();
+    assert_eq!(bits(&f.tensor_data_f32("b").unwrap()), bits(&b16));
+    let dbf: Vec<f32> = d.iter().map(|&x| half::bf16::from_f32(x).to_f32()).collect();
+    assert_eq!(bits(&f.tensor_data_f32("d").unwrap()), bits(&dbf));
+    assert_eq!(f.tensor_info("c").unwrap().ggml_type, GgmlType::Q8_0);
+    assert_eq!(f.tensor_bytes("c").unwrap(), gguf::quantize_q8_0(&c).as_slice());
+    assert_eq!(f.tensor_bytes("raw_q4_k").unwrap(), qb.tensor_bytes("q4_k.weight").unwrap());
+    assert_eq!(bits(&f.tensor_data_f32("raw_q4_k").unwrap()), bits(&qb.tensor_data_f32("q4_k.weight").unwrap()));
+    for t in f.tensors() {
+        assert_eq!(t.offset % 64, 0);
+        assert_eq!((f.header().data_offset + t.offset) % 64, 0);
+    }
+    // Q8_0 error: at most half a step (d/2, d = max|x|/127 per block) plus f16 rounding of d
+    let cq = f.tensor_data_f32("c").unwrap();
+    for (blk, got) in c.chunks(32).zip(cq.chunks(32)) {
+        let amax = blk.iter().fold(0f32, |m, v| m.max(v.abs()));
+        for (x, y) in blk.iter().zip(got) {
+            assert!((x - y).abs() <= amax / 127.0 * 0.5 + amax * 1e-3, "{x} vs {y}");
+        }
+    }
+    // Q4_0 error: at most one step d = max|x|/8 (plus f16 rounding)
+    let eq = f.tensor_data_f32("e").unwrap();
+    for (blk, got) in c.chunks(32).zip(eq.chunks(32)) {
+        let amax = blk.iter().fold(0f32, |m, v| m.max(v.abs()));
+        for (x, y) in blk.iter().zip(got) {
+            assert!((x - y).abs() <= amax / 8.0 + amax * 1e-3, "{x} vs {y}");
+        }
+    }
+}
+
+#[test]
+fn quantizer_edge_cases() {
+    // all-zero block: d = 0, every q = 0
+    let z = gguf::quantize_q8_0(&[0f32; 32]);
+    assert!(z.iter().all(|&b| b == 0));
+    assert_eq!(gguf::dequantize(GgmlType::Q8_0, &z, 32).unwrap(), vec![0f32; 32]);
+    // halves round away from zero: x = 127 * k / 2 with max 127 gives d = 1
+    let mut x = vec![0f32; 32];
+    x[0] = 127.0;
+    x[1] = 2.5;
+    x[2] = -2.5;
+    let q = gguf::quantize_q8_0(&x);
+    assert_eq!((q[2] as i8, q[3] as i8, q[4] as i8), (127, 3, -3));
+    assert_eq!(gguf::f32_to_bf16_bits(f32::from_bits(0x7f80_0001)) & 0x7fc0, 0x7fc0);
+    assert!(gguf::quantize(GgmlType::Q4_K, &[0f32; 256]).is_err());
+    assert!(gguf::dequantize(GgmlType::Q8_0, &[0u8; 33], 32).is_err());
+    assert!(gguf::dequantize(GgmlType::Q8_0, &[0u8; 34], 31).is_err());
+    assert!(GgmlType::from_id(99).unwrap_err().to_string().contains("99"));
+    assert!(GgmlType::from_id(16).unwrap_err().to_string().contains("IQ2_XXS"));
+}
+
+#[test]
+fn every_truncation_rejected() {
+    let base = std::fs::read(fixture("malformed/valid_base.gguf")).unwrap();
+    let h = gguf::parse_header(&base).unwrap();
+    let end = h.tensors.iter().map(|t| h.data_offset + t.offset + t.nbytes).max().unwrap() as usize;
+    for n in 0..end {
+        assert!(GgufFile::from_bytes(base[..n].to_vec()).is_err(), "prefix of {n} bytes accepted");
+    }
+    GgufFile::from_bytes(base[..end].to_vec()).unwrap();
+}
+
+/// A fixed-seed xorshift generator.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+fn mutate(rng: &mut Rng, base: &[u8], hot: usize) -> Vec<u8> {
+    let mut b = base.to_vec();
+    for _ in 0..1 + rng.below(3) {
+        // mostly inside the header (`hot` bytes), sometimes anywhere
+        let span = if rng.below(4) == 0 { b.len() } else { hot.min(b.len()) };
+        if span == 0 {
+            break;
+        }
+        let p = rng.below(span);
+        match rng.below(6) {
+            0 => b[p] ^= 1 << rng.below(8),
+            1 => b[p] = rng.next() as u8,
+            2 => {
+                let vals = [0u64, 1, 4, 5, 13, 99, u32::MAX as u64, 1 << 62, u64::MAX, 1 << 40, 64, 24];
+                let v = vals[rng.below(vals.len())].to_le_bytes();
+                for (i, x) in v.iter().enumerate().take(b.len() - p) {
+                    b[p + i] = *x;
+                }
+            }
+            3 => b.truncate(p),
+            4 => {
+                let v = (rng.next() as u32).to_le_bytes();
+                for (i, x) in v.iter().enumerate().take(b.len() - p) {
+                    b[p + i] = *x;
+                }
+            }
+            _ => b.insert(p, rng.next() as u8),
+        }
+    }
+    b
+}
+
+#[test]
+fn mutated_files_never_panic() {
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let inputs = [("malformed/valid_base.gguf", 4000), ("tiny-llama-Q4_K.gguf", 2000)];
+    let mut results = [0usize; 2];
+    for (name, count) in inputs {
+        let base = std::fs::read(fixture(name)).unwrap();
+        let hot = gguf::parse_header(&base).unwrap().data_offset as usize;
+        for i in 0..count {
+            let m = mutate(&mut rng, &base, hot);
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let f = match GgufFile::from_bytes(m.clone()) {
+                    Ok(f) => f,
+                    Err(_) => return false,
+                };
+                for t in f.tensors().iter().take(4) {
+                    let _ = f.tensor_f32(&t.name);
+                }
+                true
+            }));
+            match r {
+                Ok(ok) => results[ok as usize] += 1,
+                Err(_) => panic!("{name}: mutant {i} panicked"),
+            }
+        }
+    }
+    // both outcomes occur
+    assert!(results[0] > 0 && results[1] > 0, "{results:?}");
+}
