@@ -169,6 +169,57 @@ fn quantizers_match_gguf_py_blocks() {
     }
 }
 
+/// `extra-quants.gguf` (made by `make_extra_quants.py` with gguf-py): edge-case rows quantized by
+/// gguf-py, next to gguf-py's dequantization. Our dequantizers and quantizers give the same bits,
+/// and our writer the same file.
+#[test]
+fn extra_quants_match_gguf_py() {
+    let path = fixture("extra-quants.gguf");
+    let f = GgufFile::open(&path).unwrap();
+    let src = f.tensor_data_f32("source").unwrap();
+    let mut w = GgufWriter::new();
+    w.add("general.architecture", "test").unwrap();
+    w.add_tensor("source", &Tensor::from_vec(src.clone(), &[8, 256]).unwrap(), GgmlType::F32).unwrap();
+    for name in ["bf16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0"] {
+        let ty = GgmlType::from_name(name).unwrap();
+        let wname = format!("{name}.weight");
+        let dname = format!("{name}.dequant");
+        assert_eq!(f.tensor_info(&wname).unwrap().ggml_type, ty);
+        assert_eq!(
+            bits(&f.tensor_data_f32(&wname).unwrap()),
+            bits(&f.tensor_data_f32(&dname).unwrap()),
+            "{name}: dequantization differs from gguf-py"
+        );
+        let ours = gguf::quantize(ty, &src).unwrap();
+        let theirs = f.tensor_bytes(&wname).unwrap();
+        for (i, (a, b)) in ours.chunks(ty.block_bytes()).zip(theirs.chunks(ty.block_bytes())).enumerate() {
+            assert_eq!(a, b, "{name}: block {i} (row {}) differs from gguf-py's", i * ty.block_size() / 256);
+        }
+        w.add_tensor(&wname, &Tensor::from_vec(src.clone(), &[8, 256]).unwrap(), ty).unwrap();
+        w.add_tensor(&dname, &f.tensor_f32(&dname).unwrap(), GgmlType::F32).unwrap();
+    }
+    assert!(w.to_bytes().unwrap() == std::fs::read(&path).unwrap(), "writer output differs from gguf-py's file");
+}
+
+/// Writing a fixture's metadata and raw tensors back gives gguf-py's file byte for byte.
+#[test]
+fn rewriting_fixtures_reproduces_them() {
+    let mut names: Vec<String> = TINY.iter().map(|t| format!("tiny-llama-{t}.gguf")).collect();
+    names.extend(["kv-types.gguf", "quant-blocks.gguf", "malformed/valid_base.gguf"].map(String::from));
+    for name in names {
+        let bytes = std::fs::read(fixture(&name)).unwrap();
+        let f = GgufFile::from_bytes(bytes.clone()).unwrap();
+        let mut w = GgufWriter::new();
+        for (k, v) in f.metadata() {
+            w.add(k.clone(), v.clone()).unwrap();
+        }
+        for t in f.tensors() {
+            w.add_raw(t.name.clone(), t.ggml_type, &t.ne, f.tensor_bytes(&t.name).unwrap().to_vec()).unwrap();
+        }
+        assert!(w.to_bytes().unwrap() == bytes, "{name}: rewritten file differs");
+    }
+}
+
 #[test]
 fn malformed_files_rejected() {
     let cases = json("malformed/cases.json");

@@ -1,6 +1,6 @@
-//! Encoders from f32 to the types the writer produces: F32, F16, BF16 and the quantized Q8_0
-//! and Q4_0 blocks, rounding exactly as gguf-py's `gguf.quants.quantize` does (its Q8_0 is
-//! bit-exact with ggml's reference `quantize_row_q8_0`).
+//! Encoders from f32 to the types the writer produces: F32, F16, BF16 and the quantized Q8_0,
+//! Q4_0, Q4_1, Q5_0 and Q5_1 blocks, rounding exactly as gguf-py's `gguf.quants.quantize` does
+//! (its Q8_0 is bit-exact with ggml's reference `quantize_row_q8_0`).
 
 use super::cursor::err;
 use super::types::GgmlType;
@@ -39,30 +39,107 @@ pub fn quantize_q8_0(x: &[f32]) -> Vec<u8> {
     out
 }
 
-/// Q4_0 blocks of `x` (whose length is a multiple of 32): the element of largest magnitude
-/// (first one on ties) sets d = max / -8; q = trunc(x * (1 / d) + 8.5) computed in f64 and
-/// rounded to f32 as gguf-py does, clipped to 0..=15.
+/// Q4_0 blocks of `x` (length a multiple of 32): the element of largest magnitude (first one on
+/// ties) sets d = max / -8; q = trunc(x * (1 / d) + 8.5) computed in f64 and rounded to f32 as
+/// gguf-py does, clipped to 0..=15.
 pub fn quantize_q4_0(x: &[f32]) -> Vec<u8> {
     let mut out = Vec::with_capacity(x.len() / 32 * 18);
     for blk in x.chunks_exact(32) {
-        let mut imax = 0;
-        for (i, v) in blk.iter().enumerate() {
-            if v.abs() > blk[imax].abs() {
-                imax = i;
-            }
-        }
-        let d = blk[imax] / -8.0;
-        let id = if d == 0.0 { 0.0 } else { 1.0 / d };
-        let q = |v: f32| -> u8 { (((v as f64 * id as f64 + 8.5) as f32).trunc() as u8).min(15) };
-        out.extend_from_slice(&half::f16::from_f32(d).to_bits().to_le_bytes());
-        for j in 0..16 {
-            out.push(q(blk[j]) | (q(blk[j + 16]) << 4));
-        }
+        let (d, q) = symmetric_codes(blk, 8.0);
+        out.extend_from_slice(&f16_bytes(d));
+        nibbles(&q, &mut out);
     }
     out
 }
 
-/// Encodes `x` as `ty` (F32, F16, BF16, Q8_0 or Q4_0); the length must be a whole number of
+/// The symmetric 4- and 5-bit codes of one block as gguf-py computes them: the element of
+/// largest magnitude (first one on ties) sets d = max / -half; q = trunc(x * (1 / d) + half + 0.5)
+/// computed in f64 and rounded to f32, clipped to 0..=2 * half - 1. Returns d and the codes.
+fn symmetric_codes(blk: &[f32], half: f32) -> (f32, [u8; 32]) {
+    let mut imax = 0;
+    for (i, v) in blk.iter().enumerate() {
+        if v.abs() > blk[imax].abs() {
+            imax = i;
+        }
+    }
+    let d = blk[imax] / -half;
+    let id = if d == 0.0 { 0.0 } else { 1.0 / d };
+    let top = (2.0 * half - 1.0) as u8;
+    let mut q = [0u8; 32];
+    for (qj, &v) in q.iter_mut().zip(blk) {
+        *qj = (((v as f64 * id as f64 + (half as f64 + 0.5)) as f32).trunc() as u8).min(top);
+    }
+    (d, q)
+}
+
+/// The asymmetric codes of one block (gguf-py's Q4_1/Q5_1): d = (max - min) / levels,
+/// q = trunc((x - min) * (1 / d) + 0.5) in f32, clipped to 0..=levels. Returns d, min, codes.
+fn asymmetric_codes(blk: &[f32], levels: f32) -> (f32, f32, [u8; 32]) {
+    let max = blk.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let min = blk.iter().copied().fold(f32::INFINITY, f32::min);
+    let d = (max - min) / levels;
+    let id = if d == 0.0 { 0.0 } else { 1.0 / d };
+    let mut q = [0u8; 32];
+    for (qj, &v) in q.iter_mut().zip(blk) {
+        *qj = (((v - min) * id + 0.5).trunc() as u8).min(levels as u8);
+    }
+    (d, min, q)
+}
+
+fn f16_bytes(x: f32) -> [u8; 2] {
+    half::f16::from_f32(x).to_bits().to_le_bytes()
+}
+
+/// Packs 32 codes as 16 bytes: element j in the low nibble of byte j, element j + 16 in the high.
+fn nibbles(q: &[u8; 32], out: &mut Vec<u8>) {
+    for j in 0..16 {
+        out.push((q[j] & 0x0F) | (q[j + 16] << 4));
+    }
+}
+
+/// The fifth bits of 32 codes as a little-endian u32 (bit j for element j).
+fn high_bits(q: &[u8; 32]) -> [u8; 4] {
+    q.iter().enumerate().fold(0u32, |h, (j, &v)| h | (((v >> 4) & 1) as u32) << j).to_le_bytes()
+}
+
+/// Q4_1 blocks of `x` (length a multiple of 32), as gguf-py rounds them.
+pub fn quantize_q4_1(x: &[f32]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(x.len() / 32 * 20);
+    for blk in x.chunks_exact(32) {
+        let (d, m, q) = asymmetric_codes(blk, 15.0);
+        out.extend_from_slice(&f16_bytes(d));
+        out.extend_from_slice(&f16_bytes(m));
+        nibbles(&q, &mut out);
+    }
+    out
+}
+
+/// Q5_0 blocks of `x` (length a multiple of 32), as gguf-py rounds them.
+pub fn quantize_q5_0(x: &[f32]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(x.len() / 32 * 22);
+    for blk in x.chunks_exact(32) {
+        let (d, q) = symmetric_codes(blk, 16.0);
+        out.extend_from_slice(&f16_bytes(d));
+        out.extend_from_slice(&high_bits(&q));
+        nibbles(&q, &mut out);
+    }
+    out
+}
+
+/// Q5_1 blocks of `x` (length a multiple of 32), as gguf-py rounds them.
+pub fn quantize_q5_1(x: &[f32]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(x.len() / 32 * 24);
+    for blk in x.chunks_exact(32) {
+        let (d, m, q) = asymmetric_codes(blk, 31.0);
+        out.extend_from_slice(&f16_bytes(d));
+        out.extend_from_slice(&f16_bytes(m));
+        out.extend_from_slice(&high_bits(&q));
+        nibbles(&q, &mut out);
+    }
+    out
+}
+
+/// Encodes `x` as `ty` (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0 or Q5_1); the length must be a whole number of
 /// blocks.
 pub fn quantize(ty: GgmlType, x: &[f32]) -> Result<Vec<u8>> {
     if x.len() % ty.block_size() != 0 {
@@ -74,6 +151,11 @@ pub fn quantize(ty: GgmlType, x: &[f32]) -> Result<Vec<u8>> {
         GgmlType::BF16 => x.iter().flat_map(|&v| f32_to_bf16_bits(v).to_le_bytes()).collect(),
         GgmlType::Q8_0 => quantize_q8_0(x),
         GgmlType::Q4_0 => quantize_q4_0(x),
-        other => return Err(err(format!("quantizing to {other} is not supported (F32, F16, BF16, Q8_0, Q4_0 are)"))),
+        GgmlType::Q4_1 => quantize_q4_1(x),
+        GgmlType::Q5_0 => quantize_q5_0(x),
+        GgmlType::Q5_1 => quantize_q5_1(x),
+        other => {
+            return Err(err(format!("quantizing to {other} is not supported (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 are)")))
+        }
     })
 }
