@@ -375,6 +375,45 @@ fn writer_round_trip() {
     }
 }
 
+/// Q4_K (our simple scale choice): every value within one step of its super-block's coarsest
+/// sub-block plus one step of the 6-bit minimums, small relative error on real weights, and the
+/// writer stores the blocks.
+#[test]
+fn q4_k_quantizer_error_bounded() {
+    let src = GgufFile::open(fixture("tiny-llama-F32.gguf")).unwrap();
+    let mut x = src.tensor_data_f32("blk.0.ffn_down.weight").unwrap();
+    x.extend(std::iter::repeat(0f32).take(256));
+    x.extend(std::iter::repeat(2.5f32).take(256));
+    x.extend(std::iter::repeat(-1.25f32).take(256));
+    x.extend((0..256).map(|i| if i % 50 == 3 { 40.0 } else { (i as f32 * 0.1).cos() }));
+    x.extend((0..256).map(|i| -1e-3 * i as f32));
+    let q = gguf::quantize(GgmlType::Q4_K, &x).unwrap();
+    assert_eq!(q.len(), x.len() / 256 * 144);
+    let y = gguf::dequantize(GgmlType::Q4_K, &q, x.len()).unwrap();
+    // relative RMS error on the real weights (the first 96 super-blocks)
+    let n = 96 * 256;
+    let se: f64 = x[..n].iter().zip(&y[..n]).map(|(a, b)| ((a - b) as f64).powi(2)).sum();
+    let sx: f64 = x[..n].iter().map(|a| (*a as f64).powi(2)).sum();
+    let rel = (se / sx).sqrt();
+    assert!(rel < 0.1, "relative RMS error {rel}");
+    eprintln!("Q4_K relative RMS error on blk.0.ffn_down.weight: {rel:.4}");
+    for (bx, by) in x.chunks(256).zip(y.chunks(256)) {
+        let lows = bx.chunks(32).map(|s| s.iter().copied().fold(0f32, f32::min));
+        let highs = bx.chunks(32).map(|s| s.iter().copied().fold(f32::NEG_INFINITY, f32::max));
+        let step = lows.clone().zip(highs).map(|(l, h)| h - l).fold(0f32, f32::max) / 15.0;
+        let min_step = lows.map(|l| -l).fold(0f32, f32::max) / 63.0;
+        for (a, b) in bx.iter().zip(by) {
+            assert!((a - b).abs() <= (step + min_step) * 1.01 + 1e-6, "{a} vs {b} (steps {step}, {min_step})");
+        }
+    }
+    // a constant or zero super-block comes back exactly
+    assert!(y[256 * 96..256 * 97].iter().all(|&v| v == 0.0));
+    let mut w = GgufWriter::new();
+    w.add_tensor("k", &Tensor::from_vec(x.clone(), &[x.len() / 256, 256]).unwrap(), GgmlType::Q4_K).unwrap();
+    let f = GgufFile::from_bytes(w.to_bytes().unwrap()).unwrap();
+    assert_eq!(f.tensor_bytes("k").unwrap(), q.as_slice());
+}
+
 #[test]
 fn quantizer_edge_cases() {
     // all-zero block: d = 0, every q = 0
@@ -389,7 +428,8 @@ fn quantizer_edge_cases() {
     let q = gguf::quantize_q8_0(&x);
     assert_eq!((q[2] as i8, q[3] as i8, q[4] as i8), (127, 3, -3));
     assert_eq!(gguf::f32_to_bf16_bits(f32::from_bits(0x7f80_0001)) & 0x7fc0, 0x7fc0);
-    assert!(gguf::quantize(GgmlType::Q4_K, &[0f32; 256]).is_err());
+    assert!(gguf::quantize(GgmlType::Q6_K, &[0f32; 256]).is_err());
+    assert!(gguf::quantize(GgmlType::Q4_K, &[0f32; 255]).is_err());
     assert!(gguf::dequantize(GgmlType::Q8_0, &[0u8; 33], 32).is_err());
     assert!(gguf::dequantize(GgmlType::Q8_0, &[0u8; 34], 31).is_err());
     assert!(GgmlType::from_id(99).unwrap_err().to_string().contains("99"));

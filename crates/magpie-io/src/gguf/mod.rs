@@ -1,7 +1,7 @@
 //! GGUF, llama.cpp's model format: a validating reader (versions 2 and 3, every count, length,
 //! type, shape and offset checked against the file before use), bit-exact dequantization of the
 //! float, legacy and K-quant types to f32, and a v3 writer with Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1
-//! quantizers (rounding as gguf-py does).
+//! quantizers (rounding as gguf-py does) and a simple Q4_K quantizer.
 //!
 //! ```
 //! use magpie_core::Tensor;
@@ -28,7 +28,7 @@ mod write;
 
 pub use dequant::{dequantize, dequantize_into};
 pub use dequant_legacy::IQ4_NL_VALUES;
-pub use quant::{f32_to_bf16_bits, quantize, quantize_q4_0, quantize_q4_1, quantize_q5_0, quantize_q5_1, quantize_q8_0};
+pub use quant::{f32_to_bf16_bits, quantize, quantize_q4_0, quantize_q4_1, quantize_q4_k, quantize_q5_0, quantize_q5_1, quantize_q8_0};
 pub use read::{parse_header, GgufFile, Header, TensorInfo, DEFAULT_ALIGNMENT, MAGIC, MAX_ARRAY_DEPTH, MAX_DIMS};
 pub use types::{GgmlType, QK_K};
 pub use value::{Array, Value, ValueType};

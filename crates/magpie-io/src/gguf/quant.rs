@@ -1,6 +1,7 @@
 //! Encoders from f32 to the types the writer produces: F32, F16, BF16 and the quantized Q8_0,
 //! Q4_0, Q4_1, Q5_0 and Q5_1 blocks, rounding exactly as gguf-py's `gguf.quants.quantize` does
-//! (its Q8_0 is bit-exact with ggml's reference `quantize_row_q8_0`).
+//! (its Q8_0 is bit-exact with ggml's reference `quantize_row_q8_0`), and a simple Q4_K
+//! quantizer (gguf-py has none to match).
 
 use super::cursor::err;
 use super::types::GgmlType;
@@ -139,7 +140,94 @@ pub fn quantize_q5_1(x: &[f32]) -> Vec<u8> {
     out
 }
 
-/// Encodes `x` as `ty` (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0 or Q5_1); the length must be a whole number of
+/// The 4-bit range of one 32-element sub-block: the lowest value (at most 0) and the step, chosen
+/// among the full range [min(0, min x), max x] shrunk by 0..4 sixtieths at either end (values
+/// outside clip) as the one with the least squared error.
+fn fit_range(sub: &[f32]) -> (f32, f32) {
+    let lo0 = sub.iter().copied().fold(0f32, f32::min);
+    let hi0 = sub.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let range = hi0 - lo0;
+    if !(range > 0.0) {
+        return (lo0, 0.0);
+    }
+    let mut best = (f32::INFINITY, lo0, range / 15.0);
+    for a in 0..4 {
+        for b in 0..4 {
+            let lo = (lo0 + a as f32 * range / 60.0).min(0.0);
+            let step = (hi0 - b as f32 * range / 60.0 - lo) / 15.0;
+            let err: f32 = sub
+                .iter()
+                .map(|&v| {
+                    let q = ((v - lo) / step).round().clamp(0.0, 15.0);
+                    let e = lo + q * step - v;
+                    e * e
+                })
+                .sum();
+            if err < best.0 {
+                best = (err, lo, step);
+            }
+        }
+    }
+    (best.1, best.2)
+}
+
+/// Q4_K super-blocks of `x` (length a multiple of 256) with a simple, deterministic scale
+/// choice (not llama.cpp's iterative search, so not the bits `llama-quantize` picks): each
+/// 32-element sub-block gets a minimum (at most 0) and a step from [`fit_range`], both stored as
+/// 6-bit multiples of the f16 super-block scales d = max step / 63 and dmin = max minimum / 63;
+/// codes are round((x - min) / step) in 0..=15. Decodes with [`super::dequantize`] as ggml does.
+pub fn quantize_q4_k(x: &[f32]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(x.len() / 256 * 144);
+    for blk in x.chunks_exact(256) {
+        let mut scale = [0f32; 8];
+        let mut neg_min = [0f32; 8];
+        for (k, sub) in blk.chunks_exact(32).enumerate() {
+            let (lo, step) = fit_range(sub);
+            scale[k] = step;
+            neg_min[k] = -lo;
+        }
+        let to6 = |v: f32, step: f32| -> u8 {
+            if step > 0.0 {
+                (v / step).round().clamp(0.0, 63.0) as u8
+            } else {
+                0
+            }
+        };
+        let d = half::f16::from_f32(scale.iter().copied().fold(0f32, f32::max) / 63.0);
+        let dmin = half::f16::from_f32(neg_min.iter().copied().fold(0f32, f32::max) / 63.0);
+        let (df, dminf) = (d.to_f32(), dmin.to_f32());
+        let sc: Vec<u8> = scale.iter().map(|&v| to6(v, df)).collect();
+        let mn: Vec<u8> = neg_min.iter().map(|&v| to6(v, dminf)).collect();
+        out.extend_from_slice(&d.to_bits().to_le_bytes());
+        out.extend_from_slice(&dmin.to_bits().to_le_bytes());
+        for j in 0..4 {
+            out.push(sc[j] | ((sc[4 + j] >> 4) << 6));
+        }
+        for j in 0..4 {
+            out.push(mn[j] | ((mn[4 + j] >> 4) << 6));
+        }
+        for j in 0..4 {
+            out.push((sc[4 + j] & 0x0F) | ((mn[4 + j] & 0x0F) << 4));
+        }
+        let code = |i: usize| -> u8 {
+            let k = i / 32;
+            let step = df * sc[k] as f32;
+            if step > 0.0 {
+                ((blk[i] + dminf * mn[k] as f32) / step).round().clamp(0.0, 15.0) as u8
+            } else {
+                0
+            }
+        };
+        for c in 0..4 {
+            for l in 0..32 {
+                out.push(code(64 * c + l) | (code(64 * c + 32 + l) << 4));
+            }
+        }
+    }
+    out
+}
+
+/// Encodes `x` as `ty` (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 or Q4_K); the length must be a whole number of
 /// blocks.
 pub fn quantize(ty: GgmlType, x: &[f32]) -> Result<Vec<u8>> {
     if x.len() % ty.block_size() != 0 {
@@ -154,8 +242,9 @@ pub fn quantize(ty: GgmlType, x: &[f32]) -> Result<Vec<u8>> {
         GgmlType::Q4_1 => quantize_q4_1(x),
         GgmlType::Q5_0 => quantize_q5_0(x),
         GgmlType::Q5_1 => quantize_q5_1(x),
+        GgmlType::Q4_K => quantize_q4_k(x),
         other => {
-            return Err(err(format!("quantizing to {other} is not supported (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 are)")))
+            return Err(err(format!("quantizing to {other} is not supported (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K are)")))
         }
     })
 }

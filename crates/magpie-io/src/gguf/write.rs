@@ -1,6 +1,6 @@
 //! The writer: GGUF v3 files with metadata of every value type and tensors given as f32 data
-//! (stored as F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0 or Q5_1) or as already-encoded blocks of
-//! any supported type, each tensor's data aligned to `general.alignment` (default 32) as
+//! (stored as F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 or Q4_K) or as already-encoded
+//! blocks of any supported type, each tensor's data aligned to `general.alignment` (default 32) as
 //! gguf-py's `GGUFWriter` lays it out.
 
 use super::cursor::err;
@@ -123,8 +123,8 @@ impl GgufWriter {
         }
     }
 
-    /// Adds a tensor from its values, stored as `ty` (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0
-    /// or Q5_1). The shape
+    /// Adds a tensor from its values, stored as `ty` (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
+    /// Q5_1 or Q4_K). The shape
     /// is row-major (the file's `ne` is it reversed); a 0-d tensor is written with ne = [1].
     pub fn add_tensor(&mut self, name: impl Into<String>, t: &Tensor, ty: GgmlType) -> Result<()> {
         let name = name.into();
