@@ -447,6 +447,114 @@ fn every_truncation_rejected() {
     GgufFile::from_bytes(base[..end].to_vec()).unwrap();
 }
 
+/// Builds GGUF bytes by hand, for inputs the writer refuses to make.
+struct Raw(Vec<u8>);
+impl Raw {
+    fn header(version: u32, n_tensors: u64, n_kv: u64) -> Raw {
+        let mut r = Raw(b"GGUF".to_vec());
+        r.u32(version).u64(n_tensors).u64(n_kv);
+        r
+    }
+    fn u32(&mut self, v: u32) -> &mut Raw {
+        self.0.extend_from_slice(&v.to_le_bytes());
+        self
+    }
+    fn u64(&mut self, v: u64) -> &mut Raw {
+        self.0.extend_from_slice(&v.to_le_bytes());
+        self
+    }
+    fn str(&mut self, s: &[u8]) -> &mut Raw {
+        self.u64(s.len() as u64);
+        self.0.extend_from_slice(s);
+        self
+    }
+    fn tensor(&mut self, name: &str, ne: &[u64], ty: u32, offset: u64) -> &mut Raw {
+        self.str(name.as_bytes()).u32(ne.len() as u32);
+        for &n in ne {
+            self.u64(n);
+        }
+        self.u32(ty).u64(offset)
+    }
+    fn pad(&mut self, extra: usize) -> Vec<u8> {
+        let mut b = self.0.clone();
+        b.resize(b.len().div_ceil(32) * 32 + extra, 0);
+        b
+    }
+}
+
+fn rejects(bytes: Vec<u8>, word: &str) {
+    match GgufFile::from_bytes(bytes) {
+        Ok(_) => panic!("accepted; expected an error mentioning '{word}'"),
+        Err(e) => assert!(e.to_string().contains(word), "error '{e}' does not mention '{word}'"),
+    }
+}
+
+#[test]
+fn hand_made_bad_headers_rejected() {
+    rejects(Vec::new(), "magic");
+    rejects(Raw::header(1, 0, 0).pad(0), "version 1");
+    rejects(Raw::header(3u32.swap_bytes(), 0, 0).pad(0), "big-endian");
+    rejects(Raw::header(3, 0, u64::MAX).pad(0), "key-value count");
+    rejects(Raw::header(3, u64::MAX / 16, 1).pad(0), "overflow");
+    // a bool must be 0 or 1
+    rejects(Raw::header(3, 0, 1).str(b"k").u32(7).0.iter().copied().chain([2u8]).collect(), "bool");
+    // invalid UTF-8 in a key
+    rejects(Raw::header(3, 0, 1).str(b"\xff\xfe").u32(0).pad(1), "UTF-8");
+    // duplicate key
+    rejects(Raw::header(3, 0, 2).str(b"k").u32(4).u32(1).str(b"k").u32(4).u32(2).pad(0), "duplicate key");
+    // general.alignment of the wrong type, and 0
+    rejects(Raw::header(3, 0, 1).str(b"general.alignment").u32(10).u64(32).pad(0), "UINT32");
+    rejects(Raw::header(3, 0, 1).str(b"general.alignment").u32(4).u32(0).pad(0), "power of two");
+    // an array of 2^60 strings: needs 8 bytes each before anything is allocated
+    rejects(Raw::header(3, 0, 1).str(b"a").u32(9).u32(8).u64(1 << 60).pad(0), "needs at least");
+    // array element type out of range
+    rejects(Raw::header(3, 0, 1).str(b"a").u32(9).u32(13).u64(0).pad(0), "element type 13");
+    // arrays nested deeper than the limit
+    let mut deep = Raw::header(3, 0, 1);
+    deep.str(b"a").u32(9);
+    for _ in 0..1000 {
+        deep.u32(9).u64(1);
+    }
+    rejects(deep.pad(0), "nested");
+    // tensor checks: n_dims 0, negative ne, ne0 not whole blocks, element count overflow, overlap
+    rejects(Raw::header(3, 1, 0).tensor("t", &[], 0, 0).pad(64), "n_dims = 0");
+    rejects(Raw::header(3, 1, 0).tensor("t", &[u64::MAX], 0, 0).pad(64), "negative");
+    rejects(Raw::header(3, 1, 0).tensor("t", &[48], 8, 0).pad(64), "block size 32");
+    rejects(Raw::header(3, 1, 0).tensor("t", &[1 << 40, 1 << 40], 0, 0).pad(64), "elements");
+    rejects(Raw::header(3, 1, 0).tensor("t", &[1 << 62], 0, 0).pad(64), "overflows");
+    rejects(Raw::header(3, 2, 0).tensor("a", &[16], 0, 0).tensor("b", &[16], 0, 32).pad(96), "overlap");
+    rejects(Raw::header(3, 1, 0).tensor("t", &[8], 16, 0).pad(64), "IQ2_XXS");
+    // and the same layouts done right are accepted
+    GgufFile::from_bytes(Raw::header(3, 2, 0).tensor("a", &[16], 0, 0).tensor("b", &[16], 0, 64).pad(128)).unwrap();
+    GgufFile::from_bytes(Raw::header(2, 1, 0).tensor("z", &[0, 5], 8, 0).pad(0)).unwrap();
+    let f = GgufFile::from_bytes(Raw::header(3, 0, 1).str(b"a").u32(9).u32(9).u64(1).u32(8).u64(1).str(b"x").pad(0))
+        .unwrap();
+    let outer = f.get("a").unwrap().as_array().unwrap();
+    assert_eq!(outer.items[0].as_str_array().unwrap(), vec!["x"]);
+}
+
+#[test]
+fn q8_k_q8_1_bf16_blocks() {
+    // Q8_K: f32 d, 256 int8, 16 int16 sums
+    let mut b = 0.5f32.to_le_bytes().to_vec();
+    b.extend((0..256).map(|i| (i as i32 - 128) as i8 as u8));
+    b.extend([0u8; 32]);
+    let y = gguf::dequantize(GgmlType::Q8_K, &b, 256).unwrap();
+    assert!(y.iter().enumerate().all(|(i, &v)| v == 0.5 * (i as f32 - 128.0)));
+    // Q8_1: f16 d, f16 s, 32 int8
+    let mut b = half::f16::from_f32(0.25).to_bits().to_le_bytes().to_vec();
+    b.extend([0u8, 0]);
+    b.extend((0..32).map(|i| (i as i8 - 16) as u8));
+    let y = gguf::dequantize(GgmlType::Q8_1, &b, 32).unwrap();
+    assert!(y.iter().enumerate().all(|(i, &v)| v == 0.25 * (i as f32 - 16.0)));
+    // BF16 is the top half of f32
+    let y = gguf::dequantize(GgmlType::BF16, &[0x80, 0x3f, 0xc0, 0xbf], 2).unwrap();
+    assert_eq!(y, vec![1.0, -1.5]);
+    assert_eq!(gguf::f32_to_bf16_bits(1.0), 0x3f80);
+    assert_eq!(gguf::f32_to_bf16_bits(f32::from_bits(0x3f80_8000)), 0x3f80); // tie to even
+    assert_eq!(gguf::f32_to_bf16_bits(f32::from_bits(0x3f81_8000)), 0x3f82);
+}
+
 /// A fixed-seed xorshift generator.
 struct Rng(u64);
 impl Rng {
