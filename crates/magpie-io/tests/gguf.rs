@@ -382,9 +382,9 @@ fn writer_round_trip() {
 fn q4_k_quantizer_error_bounded() {
     let src = GgufFile::open(fixture("tiny-llama-F32.gguf")).unwrap();
     let mut x = src.tensor_data_f32("blk.0.ffn_down.weight").unwrap();
-    x.extend(std::iter::repeat(0f32).take(256));
-    x.extend(std::iter::repeat(2.5f32).take(256));
-    x.extend(std::iter::repeat(-1.25f32).take(256));
+    x.extend(std::iter::repeat_n(0f32, 256));
+    x.extend(std::iter::repeat_n(2.5f32, 256));
+    x.extend(std::iter::repeat_n(-1.25f32, 256));
     x.extend((0..256).map(|i| if i % 50 == 3 { 40.0 } else { (i as f32 * 0.1).cos() }));
     x.extend((0..256).map(|i| -1e-3 * i as f32));
     let q = gguf::quantize(GgmlType::Q4_K, &x).unwrap();
@@ -537,7 +537,7 @@ fn hand_made_bad_headers_rejected() {
 fn q8_k_q8_1_bf16_blocks() {
     // Q8_K: f32 d, 256 int8, 16 int16 sums
     let mut b = 0.5f32.to_le_bytes().to_vec();
-    b.extend((0..256).map(|i| (i as i32 - 128) as i8 as u8));
+    b.extend((0..256).map(|i| (i - 128) as i8 as u8));
     b.extend([0u8; 32]);
     let y = gguf::dequantize(GgmlType::Q8_K, &b, 256).unwrap();
     assert!(y.iter().enumerate().all(|(i, &v)| v == 0.5 * (i as f32 - 128.0)));

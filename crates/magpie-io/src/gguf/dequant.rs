@@ -25,7 +25,7 @@ pub fn dequantize(ty: GgmlType, data: &[u8], n_elements: usize) -> Result<Vec<f3
 
 fn check(ty: GgmlType, data: &[u8], n_elements: usize) -> Result<usize> {
     let bs = ty.block_size();
-    if n_elements % bs != 0 {
+    if !n_elements.is_multiple_of(bs) {
         return Err(err(format!("{n_elements} elements are not a whole number of {ty} blocks of {bs}")));
     }
     let need = (n_elements / bs).checked_mul(ty.block_bytes());

@@ -147,7 +147,7 @@ fn fit_range(sub: &[f32]) -> (f32, f32) {
     let lo0 = sub.iter().copied().fold(0f32, f32::min);
     let hi0 = sub.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let range = hi0 - lo0;
-    if !(range > 0.0) {
+    if range.is_nan() || range <= 0.0 {
         return (lo0, 0.0);
     }
     let mut best = (f32::INFINITY, lo0, range / 15.0);
@@ -230,7 +230,7 @@ pub fn quantize_q4_k(x: &[f32]) -> Vec<u8> {
 /// Encodes `x` as `ty` (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 or Q4_K); the length must be a whole number of
 /// blocks.
 pub fn quantize(ty: GgmlType, x: &[f32]) -> Result<Vec<u8>> {
-    if x.len() % ty.block_size() != 0 {
+    if !x.len().is_multiple_of(ty.block_size()) {
         return Err(err(format!("{} values are not a whole number of {ty} blocks of {}", x.len(), ty.block_size())));
     }
     Ok(match ty {

@@ -133,7 +133,7 @@ impl GgufWriter {
             ne.push(1);
         }
         let x = t.to_dtype(DType::F32)?.to_vec::<f32>()?;
-        if ne[0] % ty.block_size() as u64 != 0 {
+        if !ne[0].is_multiple_of(ty.block_size() as u64) {
             return Err(err(format!(
                 "tensor '{name}': row length {} is not a multiple of the {ty} block size {}",
                 ne[0],
@@ -154,7 +154,7 @@ impl GgufWriter {
         if self.tensors.iter().any(|t| t.name == name) {
             return Err(err(format!("duplicate tensor name '{name}'")));
         }
-        if ne[0] % ty.block_size() as u64 != 0 {
+        if !ne[0].is_multiple_of(ty.block_size() as u64) {
             return Err(err(format!(
                 "tensor '{name}': row length {} is not a multiple of the {ty} block size {}",
                 ne[0],
