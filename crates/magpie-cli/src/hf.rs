@@ -45,7 +45,7 @@ impl Placement {
 /// `magpie generate` flags.
 #[derive(Args, Debug)]
 pub struct GenerateArgs {
-    /// Hugging Face model folder (config.json, model.safetensors, tokenizer.json).
+    /// Hugging Face model folder (config.json, model.safetensors, tokenizer.json), or a llama GGUF file.
     #[arg(long)]
     pub model: PathBuf,
     /// Text to continue (encoded with the folder's tokenizer.json).
@@ -97,7 +97,7 @@ fn parse_ids(s: &str) -> Result<Vec<u32>> {
 /// Runs `magpie generate`.
 pub fn generate_cmd(a: GenerateArgs) -> Result<()> {
     let opts = a.place.options()?;
-    let model = AutoModel::from_pretrained(&a.model, &opts)?;
+    let model = AutoModel::load(&a.model, &opts)?;
     let lm = model.as_causal_lm().ok_or_else(|| Error::value("generate", format!("{} is a {}, not a decoder: use `magpie forward` or `magpie embed`", a.model.display(), model.architecture.class_name())))?;
     let tok = match model.tokenizer_path() {
         Some(p) => Some(HfTokenizer::from_file(p)?),
@@ -106,7 +106,8 @@ pub fn generate_cmd(a: GenerateArgs) -> Result<()> {
     let prompt = match (&a.prompt, &a.input_ids) {
         (_, Some(ids)) => parse_ids(ids)?,
         (Some(text), None) => {
-            let t = tok.as_ref().ok_or_else(|| Error::io("generate", format!("{}: no tokenizer.json; pass --input-ids", a.model.display())))?;
+            let why = if model.dir.is_none() { "tokenizers from GGUF metadata are not supported yet" } else { "no tokenizer.json" };
+            let t = tok.as_ref().ok_or_else(|| Error::io("generate", format!("{}: {why}; pass --input-ids", a.model.display())))?;
             let ids = t.encode(text, true)?;
             if ids.is_empty() {
                 return Err(Error::value("generate", "the prompt encodes to no tokens"));
@@ -169,7 +170,7 @@ fn run_generation(lm: &dyn magpie_models::causal_lm::CausalLm, prompt: &[u32], c
 /// `magpie forward` flags.
 #[derive(Args, Debug)]
 pub struct ForwardArgs {
-    /// Hugging Face model folder.
+    /// Hugging Face model folder, or a llama GGUF file.
     #[arg(long)]
     pub model: PathBuf,
     /// safetensors file with `input_ids` (int64 [batch, seq]) and optional `attention_mask`, `token_type_ids`.
@@ -204,7 +205,7 @@ pub fn forward_cmd(a: ForwardArgs) -> Result<()> {
             return Err(Error::shape("forward", format!("attention_mask {:?} must have input_ids' shape {:?}", m.shape(), ids.shape())));
         }
     }
-    let model = AutoModel::from_pretrained(&a.model, &opts)?;
+    let model = AutoModel::load(&a.model, &opts)?;
     let _g = magpie_core::autograd::no_grad();
     let out = model.forward(&ids, mask.as_ref(), tt.as_ref(), a.hidden_states)?;
     let f32 = |t: &Tensor| -> Result<Tensor> { t.to_dtype(DType::F32)?.to_device(Device::Cpu)?.contiguous() };

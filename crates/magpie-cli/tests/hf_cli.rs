@@ -37,6 +37,24 @@ fn generate_print_ids_equals_transformers_greedy() {
     }
 }
 
+/// `--model FILE.gguf`: llama.cpp's format, Q4_K weights, the greedy tokens transformers gives for
+/// the dequantized weights.
+#[test]
+fn generate_from_a_gguf_file() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../magpie-io/tests/fixtures/gguf");
+    let r = safetensors::load(dir.join("tiny-llama-Q4_K.reference.safetensors")).unwrap();
+    let ids = ids_of(r.get("input_ids").unwrap());
+    let greedy = ids_of(r.get("greedy").unwrap());
+    let joined = ids.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(",");
+    let file = dir.join("tiny-llama-Q4_K.gguf").display().to_string();
+    let o = magpie(&["generate", "--model", &file, "--input-ids", &joined, "--max-new-tokens", "24", "--print-ids"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let want: Vec<String> = greedy[ids.len()..].iter().map(|v| v.to_string()).collect();
+    assert_eq!(text(&o.stdout), format!("{}\n", want.join(" ")));
+    fails_with(&["generate", "--model", &file, "--prompt", "hi"], "GGUF");
+    fails_with(&["generate", "--model", &dir.join("README.md").display().to_string(), "--input-ids", "1"], "not a GGUF file");
+}
+
 #[test]
 fn generate_streams_text_from_a_prompt() {
     let m = fixture("tiny-gpt2");

@@ -22,6 +22,7 @@ pub mod data;
 pub mod embed;
 pub mod generate;
 pub mod gpt;
+pub mod gguf;
 pub mod gpt2;
 pub mod hf_tokenizer;
 pub mod hub;

@@ -94,6 +94,17 @@ impl Rope {
         Rope { inv_freq, head_dim }
     }
 
+    /// Frequencies `theta^(-2i/d) / divisors[i]`: llama.cpp's `rope_freqs` tensor, which GGUF files
+    /// carry instead of the `llama3` scaling parameters.
+    pub fn with_divisors(head_dim: usize, theta: f64, divisors: &[f32]) -> Result<Rope> {
+        if divisors.len() != head_dim / 2 {
+            return Err(Error::shape("rope", format!("{} frequency divisors for head_dim {head_dim} (needs {})", divisors.len(), head_dim / 2)));
+        }
+        let base = Rope::new(head_dim, theta, &RopeScaling::Default);
+        let inv_freq = base.inv_freq.iter().zip(divisors).map(|(&f, &d)| f / d).collect();
+        Ok(Rope { inv_freq, head_dim })
+    }
+
     /// `cos` and `sin` tables `[B, 1, T, head_dim]` for position ids `positions` (`B * T` of them,
     /// row-major), in `dtype` on `device`.
     pub fn tables(&self, positions: &[i64], b: usize, t: usize, dtype: DType, device: Device) -> Result<(Tensor, Tensor)> {

@@ -1,0 +1,184 @@
+//! Llama models from GGUF files (llama.cpp's format): the config from the `llama.*` metadata,
+//! weights dequantized to the load dtype under their Hugging Face names, the Q/K row permutation of
+//! llama.cpp's converter undone, and the `rope_freqs` divisors used for the rotary frequencies
+//! (llama3 scaling). Tokenizers from GGUF metadata are not built yet: run with token ids.
+
+use crate::auto::{AutoModel, ModelKind};
+use crate::config::{Architecture, LlamaConfig};
+use crate::hub::{Init, LoadOptions, WeightSource};
+use crate::llama::LlamaForCausalLM;
+use magpie_core::{Error, Result, Tensor};
+use magpie_io::gguf::GgufFile;
+use serde_json::{json, Value};
+use std::collections::HashSet;
+use std::path::Path;
+
+/// True when `path` is a file starting with GGUF's magic.
+pub fn is_gguf(path: &Path) -> bool {
+    use std::io::Read;
+    let mut magic = [0u8; 4];
+    path.is_file() && std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut magic)).is_ok() && &magic == b"GGUF"
+}
+
+fn meta_u64(f: &GgufFile, key: &str) -> Result<Option<u64>> {
+    match f.get(key) {
+        None => Ok(None),
+        Some(v) => v.as_u64().map(Some).ok_or_else(|| Error::value("gguf", format!("metadata '{key}' must be a non-negative integer"))),
+    }
+}
+
+fn meta_f64(f: &GgufFile, key: &str) -> Result<Option<f64>> {
+    use magpie_io::gguf::Value as V;
+    match f.get(key) {
+        None => Ok(None),
+        Some(V::F32(x)) => Ok(Some(*x as f64)),
+        Some(V::F64(x)) => Ok(Some(*x)),
+        Some(_) => Err(Error::value("gguf", format!("metadata '{key}' must be a float"))),
+    }
+}
+
+/// The Hugging Face config a llama GGUF file describes.
+pub fn config_of(f: &GgufFile) -> Result<Value> {
+    let arch = f.get("general.architecture").and_then(|v| v.as_str()).ok_or_else(|| Error::value("gguf", "no general.architecture in the metadata"))?;
+    if arch != "llama" {
+        return Err(Error::unsupported("gguf", format!("architecture '{arch}' is not supported (only llama)")));
+    }
+    let need = |k: &str| -> Result<u64> { meta_u64(f, &format!("llama.{k}"))?.ok_or_else(|| Error::value("gguf", format!("metadata 'llama.{k}' is missing"))) };
+    let hidden = need("embedding_length")?;
+    let heads = need("attention.head_count")?;
+    let kv = meta_u64(f, "llama.attention.head_count_kv")?.unwrap_or(heads);
+    let head_dim = meta_u64(f, "llama.attention.key_length")?.unwrap_or(if heads > 0 { hidden / heads } else { 0 });
+    let vocab = match meta_u64(f, "llama.vocab_size")? {
+        Some(v) => v,
+        None => f.tensor_info("token_embd.weight").map(|t| t.shape()[0] as u64).ok_or_else(|| Error::value("gguf", "no vocabulary size (llama.vocab_size or token_embd.weight)"))?,
+    };
+    let mut cfg = json!({
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "vocab_size": vocab,
+        "hidden_size": hidden,
+        "intermediate_size": need("feed_forward_length")?,
+        "num_hidden_layers": need("block_count")?,
+        "num_attention_heads": heads,
+        "num_key_value_heads": kv,
+        "head_dim": head_dim,
+        "max_position_embeddings": meta_u64(f, "llama.context_length")?.unwrap_or(2048),
+        "rms_norm_eps": meta_f64(f, "llama.attention.layer_norm_rms_epsilon")?.unwrap_or(1e-5),
+        "rope_theta": meta_f64(f, "llama.rope.freq_base")?.unwrap_or(10000.0),
+        "tie_word_embeddings": f.tensor_info("output.weight").is_none(),
+    });
+    for (gk, hk) in [("tokenizer.ggml.bos_token_id", "bos_token_id"), ("tokenizer.ggml.eos_token_id", "eos_token_id")] {
+        if let Some(id) = meta_u64(f, gk)? {
+            cfg[hk] = json!(id);
+        }
+    }
+    Ok(cfg)
+}
+
+/// GGUF tensors under Hugging Face names, dequantized.
+struct GgufWeights<'a> {
+    file: &'a GgufFile,
+    opts: LoadOptions,
+    heads: usize,
+    kv_heads: usize,
+    used: HashSet<String>,
+}
+
+impl GgufWeights<'_> {
+    /// The GGUF name of a Hugging Face parameter, and the head count to un-permute its rows by.
+    fn map(&self, name: &str) -> Option<(String, Option<usize>)> {
+        let fixed = match name {
+            "model.embed_tokens.weight" => Some("token_embd.weight"),
+            "model.norm.weight" => Some("output_norm.weight"),
+            "lm_head.weight" => Some("output.weight"),
+            _ => None,
+        };
+        if let Some(f) = fixed {
+            return Some((f.to_string(), None));
+        }
+        let rest = name.strip_prefix("model.layers.")?;
+        let (layer, part) = rest.split_once('.')?;
+        let (g, perm) = match part {
+            "input_layernorm.weight" => ("attn_norm.weight", None),
+            "post_attention_layernorm.weight" => ("ffn_norm.weight", None),
+            "self_attn.q_proj.weight" => ("attn_q.weight", Some(self.heads)),
+            "self_attn.k_proj.weight" => ("attn_k.weight", Some(self.kv_heads)),
+            "self_attn.v_proj.weight" => ("attn_v.weight", None),
+            "self_attn.o_proj.weight" => ("attn_output.weight", None),
+            "mlp.gate_proj.weight" => ("ffn_gate.weight", None),
+            "mlp.up_proj.weight" => ("ffn_up.weight", None),
+            "mlp.down_proj.weight" => ("ffn_down.weight", None),
+            _ => return None,
+        };
+        Some((format!("blk.{layer}.{g}"), perm))
+    }
+}
+
+/// llama.cpp's converter stores Q and K rows as `w.reshape(h, 2, r/h/2, c).swapaxes(1, 2)`; this is
+/// the inverse, `w.reshape(h, r/h/2, 2, c).swapaxes(1, 2)`, back to rotate-half order.
+fn unpermute(w: &Tensor, heads: usize) -> Result<Tensor> {
+    let &[rows, cols] = w.shape() else {
+        return Err(Error::shape("gguf", format!("a Q/K weight must be 2-D, got {:?}", w.shape())));
+    };
+    if heads == 0 || rows % (2 * heads) != 0 {
+        return Err(Error::shape("gguf", format!("{rows} rows do not split into {heads} heads of rotary pairs")));
+    }
+    let (h, r, c) = (heads as i64, rows as i64, cols as i64);
+    w.reshape(&[h, r / h / 2, 2, c])?.transpose(1, 2)?.contiguous()?.reshape(&[r, c])
+}
+
+impl WeightSource for GgufWeights<'_> {
+    fn take(&mut self, name: &str, shape: &[usize], _init: Init) -> Result<Tensor> {
+        let (g, perm) = self.map(name).ok_or_else(|| Error::value("gguf", format!("no GGUF tensor corresponds to '{name}'")))?;
+        let info = self.file.tensor_info(&g).ok_or_else(|| Error::value("gguf", format!("tensor '{g}' ({name}) is missing from the file")))?;
+        if info.shape() != shape {
+            return Err(Error::shape("gguf", format!("tensor '{g}' has shape {:?} but the config needs {shape:?}", info.shape())));
+        }
+        let mut t = self.file.tensor_f32(&g)?;
+        if let Some(h) = perm {
+            t = unpermute(&t, h)?;
+        }
+        self.used.insert(g);
+        t.to_dtype(self.opts.dtype)?.to_device(self.opts.device)?.detach().requires_grad_(true)
+    }
+    fn has(&self, name: &str) -> bool {
+        self.map(name).is_some_and(|(g, _)| self.file.tensor_info(&g).is_some())
+    }
+    fn options(&self) -> LoadOptions {
+        self.opts
+    }
+}
+
+impl AutoModel {
+    /// Loads a llama GGUF file (any tensor type the reader dequantizes) in `opts`' dtype and device.
+    pub fn from_gguf(path: impl AsRef<Path>, opts: &LoadOptions) -> Result<AutoModel> {
+        opts.validate()?;
+        let file = GgufFile::open(path.as_ref())?;
+        let config = config_of(&file)?;
+        let cfg = LlamaConfig::from_json(&config, false)?;
+        let mut w = GgufWeights { file: &file, opts: *opts, heads: cfg.num_attention_heads, kv_heads: cfg.num_key_value_heads, used: HashSet::new() };
+        let mut model = LlamaForCausalLM::build(&cfg, &mut w)?;
+        if file.tensor_info("rope_freqs.weight").is_some() {
+            let divisors = file.tensor_data_f32("rope_freqs.weight")?;
+            model.rope = crate::blocks::rope::Rope::with_divisors(cfg.head_dim, cfg.rope_theta, &divisors)?;
+            w.used.insert("rope_freqs.weight".into());
+        }
+        let extra: Vec<&str> = file.tensors().iter().map(|t| t.name.as_str()).filter(|n| !w.used.contains(*n)).take(8).collect();
+        if !extra.is_empty() {
+            return Err(Error::value("gguf", format!("tensors the llama model does not use: {}", extra.join(", "))));
+        }
+        Ok(AutoModel { kind: ModelKind::Llama(model), architecture: Architecture::LlamaForCausalLM, config, generation_config: None, dir: None, options: *opts })
+    }
+
+    /// A Hugging Face folder or a GGUF file, told apart by content.
+    pub fn load(path: impl AsRef<Path>, opts: &LoadOptions) -> Result<AutoModel> {
+        let p = path.as_ref();
+        if is_gguf(p) {
+            AutoModel::from_gguf(p, opts)
+        } else if p.is_file() {
+            Err(Error::io("load", format!("{} is a file but not a GGUF file; a Hugging Face model is a folder", p.display())))
+        } else {
+            AutoModel::from_pretrained(p, opts)
+        }
+    }
+}
