@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 use magpie_core::{autograd, registry, Result, Tensor};
 use std::process::ExitCode;
 
+mod formats;
 mod hf;
 mod sample;
 mod train;
@@ -43,6 +44,10 @@ enum Cmd {
     Forward(hf::ForwardArgs),
     /// Sentence embeddings with a BERT model (sentence-transformers' pooling and normalization).
     Embed(hf::EmbedArgs),
+    /// List a tensor file's tensors and metadata (safetensors, GGUF; told apart by content).
+    Inspect(formats::InspectArgs),
+    /// Convert tensors between formats (GGUF -> safetensors, safetensors -> GGUF with --quant).
+    Convert(formats::ConvertArgs),
 }
 
 fn demo(steps: usize, lr: f64) -> Result<()> {
@@ -109,6 +114,8 @@ fn main() -> ExitCode {
         Cmd::Generate(a) => hf::generate_cmd(a),
         Cmd::Forward(a) => hf::forward_cmd(a),
         Cmd::Embed(a) => hf::embed_cmd(a),
+        Cmd::Inspect(a) => formats::inspect(a),
+        Cmd::Convert(a) => formats::convert(a),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,
