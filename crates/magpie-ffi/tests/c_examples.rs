@@ -21,7 +21,10 @@ fn static_lib() -> PathBuf {
             if let Ok(cargo) = std::env::var("CARGO") {
                 let target = dir.parent().unwrap();
                 let mut c = Command::new(cargo);
-                c.args(["build", "-p", "magpie-ffi", "--lib"]).env("CARGO_TARGET_DIR", target).current_dir(root());
+                // the workspace's own build (scripts/test.sh's first step): the same feature set as
+                // `cargo test --workspace`, so it is a no-op there; `-p magpie-ffi` alone would
+                // resolve other features and rebuild the dependencies
+                c.args(["build", "--workspace", "--all-targets"]).env("CARGO_TARGET_DIR", target).current_dir(root());
                 if dir.file_name().is_some_and(|n| n == "release") {
                     c.arg("--release");
                 }
