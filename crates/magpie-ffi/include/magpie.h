@@ -172,7 +172,8 @@ int32_t magpie_load_safetensors(const char *path,
                                 size_t *json_len);
 
 /*
- Loads a Hugging Face model folder (config.json + model.safetensors or shards) on `device`
+ Loads a Hugging Face model folder (config.json + model.safetensors or shards) or a llama GGUF
+ file on `device`
  (-1 CPU, n CUDA n) in `dtype` (float32, bfloat16 or float16 codes).
 
  # Safety
@@ -263,7 +264,8 @@ int32_t magpie_embed(int64_t embedder,
                      int64_t *out_h);
 
 /*
- A new optimizer `name` (`sgd`, `adam`, `adamw`; PyTorch's defaults) over the `n_params` tensor
+ A new optimizer `name` (`sgd`, `adam`, `adamw`, `adamax`, `nadam`, `radam`, `adagrad`,
+ `adadelta`, `rmsprop`, `rprop`, `asgd`; PyTorch's defaults and keyword names) over the `n_params` tensor
  handles of `params`, with hyperparameters from `hyper_json` (`{"lr": 0.01, "momentum": 0.9}`;
  NULL or "" for the defaults; an unknown key is an error).
 

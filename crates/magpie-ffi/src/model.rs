@@ -17,7 +17,8 @@ use std::ffi::{c_char, c_void};
 /// Called with each new token; return 0 to go on, non-zero to stop generating.
 pub type MagpieTokenCallback = Option<unsafe extern "C" fn(user: *mut c_void, token: i64) -> i32>;
 
-/// Loads a Hugging Face model folder (config.json + model.safetensors or shards) on `device`
+/// Loads a Hugging Face model folder (config.json + model.safetensors or shards) or a llama GGUF
+/// file on `device`
 /// (-1 CPU, n CUDA n) in `dtype` (float32, bfloat16 or float16 codes).
 ///
 /// # Safety
@@ -28,7 +29,7 @@ pub unsafe extern "C" fn magpie_model_load(dir: *const c_char, device: i32, dtyp
         let o = out(out_h, "out")?;
         let dir = cstr(dir, "dir")?;
         let opts = LoadOptions { dtype: codes::dtype(dtype)?, device: codes::device(device)? };
-        let m = AutoModel::from_pretrained(dir, &opts)?;
+        let m = AutoModel::load(dir, &opts)?;
         *o = handles::insert(Object::Model(Box::new(m)));
         Ok(())
     })

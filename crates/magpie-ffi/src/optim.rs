@@ -4,7 +4,7 @@ use crate::error::{arg, guard, FfiResult};
 use crate::handles::{self, Object};
 use crate::ptr::{cstr, slice};
 use magpie_optim::scheduler::{ConstantLr, CosineAnnealingLr, ExponentialLr, LinearLr, LrScheduler, MultiStepLr, PolynomialLr, StepLr};
-use magpie_optim::{Adam, AdamConfig, AdamW, Optimizer, Sgd, SgdConfig};
+use magpie_optim::{Adadelta, AdadeltaConfig, Adagrad, AdagradConfig, Adam, AdamConfig, AdamW, Adamax, AdamaxConfig, Asgd, AsgdConfig, NAdam, NAdamConfig, Optimizer, RAdam, RAdamConfig, RmsProp, RmsPropConfig, Rprop, RpropConfig, Sgd, SgdConfig};
 use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 use std::ffi::c_char;
@@ -17,8 +17,12 @@ fn num(o: &Map<String, Value>, k: &str, default: f64) -> FfiResult<f64> {
 }
 
 fn flag(o: &Map<String, Value>, k: &str) -> FfiResult<bool> {
+    flag_or(o, k, false)
+}
+
+fn flag_or(o: &Map<String, Value>, k: &str, default: bool) -> FfiResult<bool> {
     match o.get(k) {
-        None => Ok(false),
+        None => Ok(default),
         Some(v) => v.as_bool().ok_or_else(|| arg(format!("hyperparameter '{k}' must be true or false, got {v}"))),
     }
 }
@@ -30,15 +34,19 @@ fn check_keys(o: &Map<String, Value>, allowed: &[&str], name: &str) -> FfiResult
     }
 }
 
+fn pair(o: &Map<String, Value>, k: &str, default: (f64, f64)) -> FfiResult<(f64, f64)> {
+    match o.get(k) {
+        None => Ok(default),
+        Some(v) => match v.as_array().map(|a| a.iter().filter_map(|x| x.as_f64()).collect::<Vec<_>>()) {
+            Some(b) if b.len() == 2 => Ok((b[0], b[1])),
+            _ => Err(arg(format!("{k} must be a pair of numbers, got {v}"))),
+        },
+    }
+}
+
 fn adam_config(o: &Map<String, Value>, base: AdamConfig, name: &str) -> FfiResult<AdamConfig> {
     check_keys(o, &["lr", "betas", "eps", "weight_decay", "amsgrad", "maximize"], name)?;
-    let betas = match o.get("betas") {
-        None => base.betas,
-        Some(v) => match v.as_array().map(|a| a.iter().filter_map(|x| x.as_f64()).collect::<Vec<_>>()) {
-            Some(b) if b.len() == 2 => (b[0], b[1]),
-            _ => return Err(arg(format!("betas must be [beta1, beta2], got {v}"))),
-        },
-    };
+    let betas = pair(o, "betas", base.betas)?;
     Ok(AdamConfig {
         lr: num(o, "lr", base.lr)?,
         betas,
@@ -49,7 +57,8 @@ fn adam_config(o: &Map<String, Value>, base: AdamConfig, name: &str) -> FfiResul
     })
 }
 
-/// A new optimizer `name` (`sgd`, `adam`, `adamw`; PyTorch's defaults) over the `n_params` tensor
+/// A new optimizer `name` (`sgd`, `adam`, `adamw`, `adamax`, `nadam`, `radam`, `adagrad`,
+/// `adadelta`, `rmsprop`, `rprop`, `asgd`; PyTorch's defaults and keyword names) over the `n_params` tensor
 /// handles of `params`, with hyperparameters from `hyper_json` (`{"lr": 0.01, "momentum": 0.9}`;
 /// NULL or "" for the defaults; an unknown key is an error).
 ///
@@ -87,7 +96,7 @@ pub unsafe extern "C" fn magpie_optimizer_new(name: *const c_char, params: *cons
             }
             "adam" => Box::new(Adam::new(ps, adam_config(&map, AdamConfig::default(), "adam")?)?),
             "adamw" => Box::new(AdamW::new(ps, adam_config(&map, AdamConfig::adamw(), "adamw")?)?),
-            other => return Err(arg(format!("unknown optimizer '{other}' (sgd, adam, adamw)"))),
+            n => other_optimizer(n, ps, &map)?,
         };
         *o = handles::insert(Object::Optimizer(opt));
         Ok(())
@@ -254,5 +263,94 @@ pub unsafe extern "C" fn magpie_optimizer_load(opt: i64, path: *const c_char) ->
         let f = magpie_io::safetensors::load(path)?;
         let json = f.metadata.get("optimizer").ok_or_else(|| arg(format!("{path} holds no optimizer state (no 'optimizer' metadata)")))?.clone();
         handles::with_optimizer(opt, |o| Ok(o.load_state_dict(&f.tensors, &json)?))
+    })
+}
+
+/// The optimizers beyond SGD and Adam(W), each from its defaults with the given keys replaced.
+fn other_optimizer(name: &str, ps: Vec<magpie_core::Tensor>, m: &Map<String, Value>) -> FfiResult<Box<dyn Optimizer + Send>> {
+    Ok(match name {
+        "adamax" => {
+            check_keys(m, &["lr", "betas", "eps", "weight_decay", "maximize"], name)?;
+            let d = AdamaxConfig::default();
+            let c = AdamaxConfig { lr: num(m, "lr", d.lr)?, betas: pair(m, "betas", d.betas)?, eps: num(m, "eps", d.eps)?, weight_decay: num(m, "weight_decay", d.weight_decay)?, maximize: flag(m, "maximize")? };
+            Box::new(Adamax::new(ps, c)?)
+        }
+        "nadam" => {
+            check_keys(m, &["lr", "betas", "eps", "weight_decay", "momentum_decay", "decoupled_weight_decay", "maximize"], name)?;
+            let d = NAdamConfig::default();
+            let c = NAdamConfig {
+                lr: num(m, "lr", d.lr)?,
+                betas: pair(m, "betas", d.betas)?,
+                eps: num(m, "eps", d.eps)?,
+                weight_decay: num(m, "weight_decay", d.weight_decay)?,
+                momentum_decay: num(m, "momentum_decay", d.momentum_decay)?,
+                decoupled_weight_decay: flag_or(m, "decoupled_weight_decay", d.decoupled_weight_decay)?,
+                maximize: flag(m, "maximize")?,
+            };
+            Box::new(NAdam::new(ps, c)?)
+        }
+        "radam" => {
+            check_keys(m, &["lr", "betas", "eps", "weight_decay", "decoupled_weight_decay", "maximize"], name)?;
+            let d = RAdamConfig::default();
+            let c = RAdamConfig {
+                lr: num(m, "lr", d.lr)?,
+                betas: pair(m, "betas", d.betas)?,
+                eps: num(m, "eps", d.eps)?,
+                weight_decay: num(m, "weight_decay", d.weight_decay)?,
+                decoupled_weight_decay: flag_or(m, "decoupled_weight_decay", d.decoupled_weight_decay)?,
+                maximize: flag(m, "maximize")?,
+            };
+            Box::new(RAdam::new(ps, c)?)
+        }
+        "adagrad" => {
+            check_keys(m, &["lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps", "maximize"], name)?;
+            let d = AdagradConfig::default();
+            let c = AdagradConfig {
+                lr: num(m, "lr", d.lr)?,
+                lr_decay: num(m, "lr_decay", d.lr_decay)?,
+                weight_decay: num(m, "weight_decay", d.weight_decay)?,
+                initial_accumulator_value: num(m, "initial_accumulator_value", d.initial_accumulator_value)?,
+                eps: num(m, "eps", d.eps)?,
+                maximize: flag(m, "maximize")?,
+            };
+            Box::new(Adagrad::new(ps, c)?)
+        }
+        "adadelta" => {
+            check_keys(m, &["lr", "rho", "eps", "weight_decay", "maximize"], name)?;
+            let d = AdadeltaConfig::default();
+            let c = AdadeltaConfig { lr: num(m, "lr", d.lr)?, rho: num(m, "rho", d.rho)?, eps: num(m, "eps", d.eps)?, weight_decay: num(m, "weight_decay", d.weight_decay)?, maximize: flag(m, "maximize")? };
+            Box::new(Adadelta::new(ps, c)?)
+        }
+        "rmsprop" => {
+            check_keys(m, &["lr", "alpha", "eps", "weight_decay", "momentum", "centered", "maximize"], name)?;
+            let d = RmsPropConfig::default();
+            let c = RmsPropConfig {
+                lr: num(m, "lr", d.lr)?,
+                alpha: num(m, "alpha", d.alpha)?,
+                eps: num(m, "eps", d.eps)?,
+                weight_decay: num(m, "weight_decay", d.weight_decay)?,
+                momentum: num(m, "momentum", d.momentum)?,
+                centered: flag(m, "centered")?,
+                maximize: flag(m, "maximize")?,
+            };
+            Box::new(RmsProp::new(ps, c)?)
+        }
+        "rprop" => {
+            check_keys(m, &["lr", "etas", "step_sizes", "maximize"], name)?;
+            let d = RpropConfig::default();
+            let c = RpropConfig { lr: num(m, "lr", d.lr)?, etas: pair(m, "etas", d.etas)?, step_sizes: pair(m, "step_sizes", d.step_sizes)?, maximize: flag(m, "maximize")? };
+            Box::new(Rprop::new(ps, c)?)
+        }
+        "asgd" => {
+            check_keys(m, &["lr", "lambd", "alpha", "t0", "weight_decay", "maximize"], name)?;
+            let d = AsgdConfig::default();
+            let c = AsgdConfig { lr: num(m, "lr", d.lr)?, lambd: num(m, "lambd", d.lambd)?, alpha: num(m, "alpha", d.alpha)?, t0: num(m, "t0", d.t0)?, weight_decay: num(m, "weight_decay", d.weight_decay)?, maximize: flag(m, "maximize")? };
+            Box::new(Asgd::new(ps, c)?)
+        }
+        other => {
+            return Err(arg(format!(
+                "unknown optimizer '{other}' (sgd, adam, adamw, adamax, nadam, radam, adagrad, adadelta, rmsprop, rprop, asgd; LBFGS needs a closure and SparseAdam sparse gradients, neither of which the C ABI has)"
+            )))
+        }
     })
 }
