@@ -264,6 +264,38 @@ int32_t magpie_embed(int64_t embedder,
                      int64_t *out_h);
 
 /*
+ A new layer `name` (`linear`, `embedding`, `layer_norm`, `rms_norm`, `conv1d`, `conv2d`,
+ `batch_norm1d`, `batch_norm2d`, `dropout`, `relu`, `gelu`, `silu`, `tanh`, `sigmoid`) with
+ PyTorch's constructor arguments as JSON (`{"in_features": 4, "out_features": 2}`), initialised
+ as PyTorch initialises it, in training mode, on the CPU in float32.
+
+ # Safety
+ `name` is NUL-terminated, `args_json` NUL-terminated or NULL, `out` points to an `int64_t`.
+ */
+int32_t magpie_module_new(const char *name, const char *args_json, int64_t *out_h);
+
+/*
+ `module(x)`.
+
+ # Safety
+ `out` points to an `int64_t`.
+ */
+int32_t magpie_module_forward(int64_t module, int64_t x, int64_t *out_h);
+
+/*
+ The module's parameters as tensor handles (its own tensors), in `named_parameters()` order.
+
+ # Safety
+ `out` points to `cap` `int64_t`s; `n_out` to a `size_t`.
+ */
+int32_t magpie_module_parameters(int64_t module, int64_t *out_h, size_t cap, size_t *n_out);
+
+/*
+ Training mode (1) or evaluation mode (0): `module.train(flag)`.
+ */
+int32_t magpie_module_train(int64_t module, int32_t flag);
+
+/*
  A new optimizer `name` (`sgd`, `adam`, `adamw`, `adamax`, `nadam`, `radam`, `adagrad`,
  `adadelta`, `rmsprop`, `rprop`, `asgd`; PyTorch's defaults and keyword names) over the `n_params` tensor
  handles of `params`, with hyperparameters from `hyper_json` (`{"lr": 0.01, "momentum": 0.9}`;

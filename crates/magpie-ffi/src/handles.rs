@@ -17,6 +17,7 @@ pub enum Object {
     Optimizer(Box<dyn Optimizer + Send>),
     Scheduler(Box<dyn LrScheduler + Send>),
     Embedder(Box<SentenceEncoder>),
+    Module(Box<dyn magpie_nn::Module>),
 }
 
 impl Object {
@@ -27,6 +28,7 @@ impl Object {
             Object::Optimizer(_) => "optimizer",
             Object::Scheduler(_) => "scheduler",
             Object::Embedder(_) => "embedder",
+            Object::Module(_) => "module",
         }
     }
 }
@@ -178,5 +180,15 @@ pub fn with_embedder<R>(h: i64, f: impl FnOnce(&mut SentenceEncoder) -> FfiResul
     match &mut *g {
         Object::Embedder(e) => f(e),
         other => Err(arg(format!("handle {h} is a {}, not an embedder", other.kind()))),
+    }
+}
+
+/// Runs `f` on the nn module behind `h`.
+pub fn with_module<R>(h: i64, f: impl FnOnce(&mut (dyn magpie_nn::Module + 'static)) -> FfiResult<R>) -> FfiResult<R> {
+    let o = get(h)?;
+    let mut g = lock(&o);
+    match &mut *g {
+        Object::Module(m) => f(m.as_mut()),
+        other => Err(arg(format!("handle {h} is a {}, not a module", other.kind()))),
     }
 }

@@ -12,7 +12,8 @@
 //!
 //! The surface: tensors (`magpie_tensor_*`, `magpie_retain`, `magpie_release`), any op by its
 //! PyTorch name (`magpie_call`, JSON arguments) and typed shortcuts (`magpie_add`, `magpie_matmul`,
-//! ...), autograd (`magpie_backward`, `magpie_grad`, no-grad scopes), models (`magpie_model_*`:
+//! ...), autograd (`magpie_backward`, `magpie_grad`, no-grad scopes), nn layers by name
+//! (`magpie_module_*`), models (`magpie_model_*`:
 //! load a Hugging Face folder, forward, generate with a streaming callback, parameters, train/eval,
 //! save), optimizers by name (`magpie_optimizer_*`), checkpoints (`magpie_save_safetensors`,
 //! `magpie_load_safetensors`), devices and the version.
@@ -25,6 +26,7 @@ pub mod error;
 pub mod handles;
 pub mod io;
 pub mod model;
+pub mod module;
 pub mod optim;
 pub mod ptr;
 pub mod tensor;
