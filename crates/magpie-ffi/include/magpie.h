@@ -330,13 +330,18 @@ int32_t magpie_optimizer_set_lr(int64_t opt, double lr);
  A learning-rate scheduler `name` over the optimizer `opt`, with PyTorch's arguments as JSON:
  `step_lr` (step_size, gamma), `multi_step_lr` (milestones, gamma), `exponential_lr` (gamma),
  `cosine_annealing_lr` (T_max, eta_min), `linear_lr` (start_factor, end_factor, total_iters),
- `constant_lr` (factor, total_iters), `polynomial_lr` (total_iters, power). Like PyTorch's
+ `constant_lr` (factor, total_iters), `polynomial_lr` (total_iters, power),
+ `cosine_annealing_warm_restarts` (T_0, T_mult, eta_min), `one_cycle_lr` (max_lr, total_steps,
+ pct_start, anneal_strategy, ...), `cyclic_lr` (base_lr, max_lr, step_size_up, mode, ...). Like PyTorch's
  constructors it sets the optimizer's initial learning rates.
 
  # Safety
  `name` is NUL-terminated, `hyper_json` NUL-terminated or NULL, `out` points to an `int64_t`.
  */
-int32_t magpie_scheduler_new(const char *name, int64_t opt, const char *hyper_json, int64_t *out_h);
+int32_t magpie_scheduler_new(const char *name,
+                             int64_t opt,
+                             const char *hyper_json,
+                             int64_t *out_h);
 
 /*
  `scheduler.step()`: advances one epoch and sets the learning rates of `opt` (the optimizer the

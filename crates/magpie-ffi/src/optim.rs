@@ -3,7 +3,7 @@
 use crate::error::{arg, guard, FfiResult};
 use crate::handles::{self, Object};
 use crate::ptr::{cstr, slice};
-use magpie_optim::scheduler::{ConstantLr, CosineAnnealingLr, ExponentialLr, LinearLr, LrScheduler, MultiStepLr, PolynomialLr, StepLr};
+use magpie_optim::scheduler::{AnnealStrategy, ConstantLr, CosineAnnealingLr, CosineAnnealingWarmRestarts, CyclicLr, CyclicMode, ExponentialLr, LinearLr, LrScheduler, MultiStepLr, OneCycleLr, PolynomialLr, StepLr};
 use magpie_optim::{Adadelta, AdadeltaConfig, Adagrad, AdagradConfig, Adam, AdamConfig, AdamW, Adamax, AdamaxConfig, Asgd, AsgdConfig, NAdam, NAdamConfig, Optimizer, RAdam, RAdamConfig, RmsProp, RmsPropConfig, Rprop, RpropConfig, Sgd, SgdConfig};
 use std::collections::BTreeMap;
 use serde_json::{Map, Value};
@@ -158,7 +158,9 @@ fn hyper_map(json: *const c_char) -> FfiResult<Map<String, Value>> {
 /// A learning-rate scheduler `name` over the optimizer `opt`, with PyTorch's arguments as JSON:
 /// `step_lr` (step_size, gamma), `multi_step_lr` (milestones, gamma), `exponential_lr` (gamma),
 /// `cosine_annealing_lr` (T_max, eta_min), `linear_lr` (start_factor, end_factor, total_iters),
-/// `constant_lr` (factor, total_iters), `polynomial_lr` (total_iters, power). Like PyTorch's
+/// `constant_lr` (factor, total_iters), `polynomial_lr` (total_iters, power),
+/// `cosine_annealing_warm_restarts` (T_0, T_mult, eta_min), `one_cycle_lr` (max_lr, total_steps,
+/// pct_start, anneal_strategy, ...), `cyclic_lr` (base_lr, max_lr, step_size_up, mode, ...). Like PyTorch's
 /// constructors it sets the optimizer's initial learning rates.
 ///
 /// # Safety
@@ -201,7 +203,57 @@ pub unsafe extern "C" fn magpie_scheduler_new(name: *const c_char, opt: i64, hyp
                     check_keys(&m, &["total_iters", "power"], &name)?;
                     Box::new(PolynomialLr::new(op, int(&m, "total_iters", Some(5))?, num(&m, "power", 1.0)?)?) as Box<dyn LrScheduler + Send>
                 }
-                other => return Err(arg(format!("unknown scheduler '{other}' (step_lr, multi_step_lr, exponential_lr, cosine_annealing_lr, linear_lr, constant_lr, polynomial_lr)"))),
+                "cosine_annealing_warm_restarts" => {
+                    check_keys(&m, &["T_0", "T_mult", "eta_min"], &name)?;
+                    Box::new(CosineAnnealingWarmRestarts::new(op, int(&m, "T_0", None)?, int(&m, "T_mult", Some(1))?, num(&m, "eta_min", 0.0)?)?) as Box<dyn LrScheduler + Send>
+                }
+                "one_cycle_lr" => {
+                    check_keys(&m, &["max_lr", "total_steps", "pct_start", "anneal_strategy", "cycle_momentum", "base_momentum", "max_momentum", "div_factor", "final_div_factor", "three_phase"], &name)?;
+                    let anneal = match m.get("anneal_strategy").and_then(|v| v.as_str()).unwrap_or("cos") {
+                        "cos" => AnnealStrategy::Cos,
+                        "linear" => AnnealStrategy::Linear,
+                        o => return Err(arg(format!("anneal_strategy must be \"cos\" or \"linear\", got {o:?}"))),
+                    };
+                    Box::new(OneCycleLr::new(
+                        op,
+                        num(&m, "max_lr", f64::NAN)?,
+                        int(&m, "total_steps", None)?,
+                        num(&m, "pct_start", 0.3)?,
+                        anneal,
+                        flag_or(&m, "cycle_momentum", true)?,
+                        num(&m, "base_momentum", 0.85)?,
+                        num(&m, "max_momentum", 0.95)?,
+                        num(&m, "div_factor", 25.0)?,
+                        num(&m, "final_div_factor", 1e4)?,
+                        flag(&m, "three_phase")?,
+                    )?) as Box<dyn LrScheduler + Send>
+                }
+                "cyclic_lr" => {
+                    check_keys(&m, &["base_lr", "max_lr", "step_size_up", "step_size_down", "mode", "gamma", "cycle_momentum", "base_momentum", "max_momentum"], &name)?;
+                    let mode = match m.get("mode").and_then(|v| v.as_str()).unwrap_or("triangular") {
+                        "triangular" => CyclicMode::Triangular,
+                        "triangular2" => CyclicMode::Triangular2,
+                        "exp_range" => CyclicMode::ExpRange,
+                        o => return Err(arg(format!("mode must be triangular, triangular2 or exp_range, got {o:?}"))),
+                    };
+                    let down = match m.get("step_size_down") {
+                        None | Some(Value::Null) => None,
+                        Some(_) => Some(int(&m, "step_size_down", None)?),
+                    };
+                    Box::new(CyclicLr::new(
+                        op,
+                        num(&m, "base_lr", f64::NAN)?,
+                        num(&m, "max_lr", f64::NAN)?,
+                        int(&m, "step_size_up", Some(2000))?,
+                        down,
+                        mode,
+                        num(&m, "gamma", 1.0)?,
+                        flag_or(&m, "cycle_momentum", true)?,
+                        num(&m, "base_momentum", 0.8)?,
+                        num(&m, "max_momentum", 0.9)?,
+                    )?) as Box<dyn LrScheduler + Send>
+                }
+                other => return Err(arg(format!("unknown scheduler '{other}' (step_lr, multi_step_lr, exponential_lr, cosine_annealing_lr, cosine_annealing_warm_restarts, linear_lr, constant_lr, polynomial_lr, one_cycle_lr, cyclic_lr)"))),
             })
         })?;
         *o = handles::insert(Object::Scheduler(sched));
