@@ -34,6 +34,17 @@ static int64_t call1(const char *op, int64_t a) {
     return out;
 }
 
+/* p = sigmoid(tanh(X W1 + b1) W2 + b2); the intermediate handles go to tmp[0..5], p is tmp[5] */
+static int64_t forward(int64_t X, const int64_t *params, int64_t *tmp) {
+    check(magpie_matmul(X, params[0], &tmp[0]), "matmul");
+    check(magpie_add(tmp[0], params[1], &tmp[1]), "add");
+    tmp[2] = call1("tanh", tmp[1]);
+    check(magpie_matmul(tmp[2], params[2], &tmp[3]), "matmul");
+    check(magpie_add(tmp[3], params[3], &tmp[4]), "add");
+    tmp[5] = call1("sigmoid", tmp[4]);
+    return tmp[5];
+}
+
 int main(void) {
     const float x[8] = {0, 0, 0, 1, 1, 0, 1, 1};
     const float y[4] = {0, 1, 1, 0};
@@ -51,34 +62,22 @@ int main(void) {
 
     double loss_value = 0;
     for (int step = 1; step <= 500; step++) {
-        int64_t xw, z1, h, hw, z2, p, loss;
-        check(magpie_matmul(X, params[0], &xw), "matmul");
-        check(magpie_add(xw, params[1], &z1), "add");
-        h = call1("tanh", z1);
-        check(magpie_matmul(h, params[2], &hw), "matmul");
-        check(magpie_add(hw, params[3], &z2), "add");
-        p = call1("sigmoid", z2);
-        int64_t pair[2] = {p, Y};
+        int64_t tmp[7];
+        int64_t pair[2] = {forward(X, params, tmp), Y};
         size_t n = 0;
-        check(magpie_call("nn.functional.mse_loss", "{\"args\": [{\"tensor\": 0}, {\"tensor\": 1}]}", pair, 2, &loss, 1, &n, NULL, 0, NULL), "mse_loss");
+        check(magpie_call("nn.functional.mse_loss", "{\"args\": [{\"tensor\": 0}, {\"tensor\": 1}]}", pair, 2, &tmp[6], 1, &n, NULL, 0, NULL), "mse_loss");
         check(magpie_optimizer_zero_grad(opt), "zero_grad");
-        check(magpie_backward(loss), "backward");
+        check(magpie_backward(tmp[6]), "backward");
         check(magpie_optimizer_step(opt), "step");
-        check(magpie_tensor_item(loss, &loss_value), "item");
+        check(magpie_tensor_item(tmp[6], &loss_value), "item");
         if (step % 100 == 0) printf("step %3d  loss %.6f\n", step, loss_value);
-        int64_t tmp[7] = {xw, z1, h, hw, z2, p, loss};
         for (int i = 0; i < 7; i++) check(magpie_release(tmp[i]), "release");
     }
 
     /* predictions without gradient tracking */
+    int64_t tmp[6];
     check(magpie_no_grad_begin(), "no_grad_begin");
-    int64_t xw, z1, h, hw, z2, p;
-    check(magpie_matmul(X, params[0], &xw), "matmul");
-    check(magpie_add(xw, params[1], &z1), "add");
-    h = call1("tanh", z1);
-    check(magpie_matmul(h, params[2], &hw), "matmul");
-    check(magpie_add(hw, params[3], &z2), "add");
-    p = call1("sigmoid", z2);
+    int64_t p = forward(X, params, tmp);
     check(magpie_no_grad_end(), "no_grad_end");
     float pred[4];
     check(magpie_tensor_to_host(p, pred, sizeof pred), "to_host");
@@ -88,7 +87,7 @@ int main(void) {
         if ((pred[i] > 0.5f) != (y[i] > 0.5f)) ok = 0;
     }
     printf("final loss %.6f: %s\n", loss_value, ok ? "learned XOR" : "did not learn XOR");
-    int64_t all[] = {xw, z1, h, hw, z2, p, X, Y, params[0], params[1], params[2], params[3], opt};
+    int64_t all[] = {tmp[0], tmp[1], tmp[2], tmp[3], tmp[4], tmp[5], X, Y, params[0], params[1], params[2], params[3], opt};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) check(magpie_release(all[i]), "release");
     size_t live = 0;
     check(magpie_live_handles(&live), "live_handles");

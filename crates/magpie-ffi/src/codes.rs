@@ -3,7 +3,8 @@
 use crate::error::{arg, FfiResult};
 use magpie_core::{DType, Device};
 
-/// dtype codes, in `magpie.h`'s order.
+/// dtype codes, in `magpie.h`'s order. Written out (not `DType::ALL`) because these numbers are
+/// the ABI: they must not move if the enum's order ever does.
 pub const DTYPES: [DType; 14] = [
     DType::Bool,
     DType::U8,

@@ -2,30 +2,14 @@
 //! several threads at once, and handle counts back to zero once everything is released. One test
 //! function, because the live-handle count is process-wide.
 
+mod common;
+use common::{ok, tensor, values};
 use magpie_ffi::autograd::*;
 use magpie_ffi::call::magpie_call;
 use magpie_ffi::optim::*;
 use magpie_ffi::tensor::*;
 use magpie_ffi::*;
 use std::ffi::{CStr, CString};
-
-fn ok(rc: i32) {
-    assert_eq!(rc, MAGPIE_OK, "{}", unsafe { CStr::from_ptr(magpie_last_error()) }.to_string_lossy());
-}
-
-fn tensor(v: &[f32], shape: &[i64]) -> i64 {
-    let mut h = 0;
-    ok(unsafe { magpie_tensor_from_data(v.as_ptr().cast(), v.len() * 4, 8, shape.as_ptr(), shape.len(), -1, &mut h) });
-    h
-}
-
-fn values(h: i64) -> Vec<f32> {
-    let mut n = 0;
-    ok(unsafe { magpie_tensor_nbytes(h, &mut n) });
-    let mut v = vec![0f32; n / 4];
-    ok(unsafe { magpie_tensor_to_host(h, v.as_mut_ptr().cast(), n) });
-    v
-}
 
 /// `magpie_call(op, json, tensors)`: the result's JSON and its tensor handles.
 fn call(op: &str, json: &str, ts: &[i64]) -> (String, Vec<i64>) {

@@ -1,15 +1,13 @@
 //! Sentence embeddings from C: the real all-MiniLM-L6-v2 (`scripts/fetch_minilm.sh`) against
 //! sentence-transformers' embeddings (`magpie-models/tests/fixtures/minilm/reference.json`).
 
+mod common;
+use common::ok;
 use magpie_ffi::model::{magpie_embed, magpie_embedder_load};
 use magpie_ffi::tensor::{magpie_release, magpie_tensor_nbytes, magpie_tensor_shape, magpie_tensor_to_host};
 use magpie_ffi::*;
-use std::ffi::{CStr, CString};
+use std::ffi::CString;
 use std::path::PathBuf;
-
-fn ok(rc: i32) {
-    assert_eq!(rc, MAGPIE_OK, "{}", unsafe { CStr::from_ptr(magpie_last_error()) }.to_string_lossy());
-}
 
 #[test]
 fn embeddings_match_sentence_transformers() {

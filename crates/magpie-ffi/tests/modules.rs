@@ -1,37 +1,21 @@
 //! nn layers by name from C: construction errors, forward shapes, parameters shared with an
 //! optimizer that trains them, dropout only in training mode.
 
+mod common;
+use common::{ok, tensor, values};
 use magpie_ffi::autograd::magpie_backward;
 use magpie_ffi::call::magpie_call;
 use magpie_ffi::module::*;
 use magpie_ffi::optim::*;
 use magpie_ffi::tensor::*;
 use magpie_ffi::*;
-use std::ffi::{CStr, CString};
-
-fn ok(rc: i32) {
-    assert_eq!(rc, MAGPIE_OK, "{}", unsafe { CStr::from_ptr(magpie_last_error()) }.to_string_lossy());
-}
+use std::ffi::CString;
 
 fn module(name: &str, args: &str) -> (i32, i64) {
     let (n, a) = (CString::new(name).unwrap(), CString::new(args).unwrap());
     let mut h = 0;
     let rc = unsafe { magpie_module_new(n.as_ptr(), a.as_ptr(), &mut h) };
     (rc, h)
-}
-
-fn tensor(v: &[f32], shape: &[i64]) -> i64 {
-    let mut h = 0;
-    ok(unsafe { magpie_tensor_from_data(v.as_ptr().cast(), v.len() * 4, 8, shape.as_ptr(), shape.len(), -1, &mut h) });
-    h
-}
-
-fn values(h: i64) -> Vec<f32> {
-    let mut n = 0;
-    ok(unsafe { magpie_tensor_nbytes(h, &mut n) });
-    let mut v = vec![0f32; n / 4];
-    ok(unsafe { magpie_tensor_to_host(h, v.as_mut_ptr().cast(), n) });
-    v
 }
 
 fn forward(m: i64, x: i64) -> i64 {

@@ -1,14 +1,11 @@
 //! Schedulers by name from C follow PyTorch's formulas: one-cycle, cosine with warm restarts,
 //! cyclic (triangular).
 
+mod common;
+use common::ok;
 use magpie_ffi::optim::*;
 use magpie_ffi::tensor::magpie_tensor_from_data;
-use magpie_ffi::*;
-use std::ffi::{CStr, CString};
-
-fn ok(rc: i32) {
-    assert_eq!(rc, MAGPIE_OK, "{}", unsafe { CStr::from_ptr(magpie_last_error()) }.to_string_lossy());
-}
+use std::ffi::CString;
 
 /// The learning rates a scheduler gives over `steps` steps of an SGD (momentum 0.9) optimizer.
 fn lrs(name: &str, hyper: &str, steps: usize) -> Vec<f64> {
