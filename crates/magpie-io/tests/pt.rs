@@ -1,0 +1,415 @@
+//! The PyTorch `.pt` reader against the shared fixtures (values, layouts, shared storages, the
+//! whole object tree), the malicious files, a bounded mutation test, and the writer round trip.
+
+use std::collections::HashMap;
+use std::io::{Cursor, Read, Write};
+use std::path::PathBuf;
+
+use magpie_core::{DType, Tensor};
+use magpie_io::pt::{self, PtTensor, PtValue};
+use serde_json::Value as J;
+
+fn fixtures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/pt")
+}
+
+fn dtype_name(d: DType) -> &'static str {
+    match d {
+        DType::F32 => "float32",
+        DType::F64 => "float64",
+        DType::F16 => "float16",
+        DType::BF16 => "bfloat16",
+        DType::I64 => "int64",
+        DType::I32 => "int32",
+        DType::I16 => "int16",
+        DType::I8 => "int8",
+        DType::U8 => "uint8",
+        DType::Bool => "bool",
+        DType::C64 => "complex64",
+        DType::C128 => "complex128",
+        DType::F8E4M3 => "float8_e4m3fn",
+        DType::F8E5M2 => "float8_e5m2",
+    }
+}
+
+/// Every PtTensor of a tree under its path.
+fn tensors_by_path(v: &PtValue) -> HashMap<String, PtTensor> {
+    fn walk(v: &PtValue, path: &str, out: &mut HashMap<String, PtTensor>) {
+        let join = |k: &str| if path.is_empty() { k.to_string() } else { format!("{path}.{k}") };
+        match v {
+            PtValue::Tensor(t) => {
+                out.insert(path.to_string(), t.clone());
+            }
+            PtValue::List(items) | PtValue::Tuple(items) => {
+                for (i, x) in items.iter().enumerate() {
+                    walk(x, &join(&i.to_string()), out);
+                }
+            }
+            PtValue::Dict(items) | PtValue::OrderedDict { items, .. } => {
+                for (k, x) in items {
+                    let key = match k {
+                        PtValue::Str(s) => s.clone(),
+                        PtValue::Int(i) => i.to_string(),
+                        _ => continue,
+                    };
+                    walk(x, &join(&key), out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = HashMap::new();
+    walk(v, "", &mut out);
+    out
+}
+
+fn float_matches(j: &J, f: f64) -> bool {
+    match j {
+        J::String(s) => match s.as_str() {
+            "nan" => f.is_nan(),
+            "inf" => f == f64::INFINITY,
+            "-inf" => f == f64::NEG_INFINITY,
+            "-0.0" => f == 0.0 && f.is_sign_negative(),
+            _ => false,
+        },
+        J::Number(n) => n.as_f64() == Some(f),
+        _ => false,
+    }
+}
+
+/// Compares the JSON tree node `j` with `v`; `path` is the tensor path of `v`.
+fn check_tree(j: &J, v: &PtValue, path: &str, tensors: &HashMap<String, PtTensor>) {
+    let ty = j["type"].as_str().unwrap();
+    let join = |k: &str| if path.is_empty() { k.to_string() } else { format!("{path}.{k}") };
+    let key_str = |k: &PtValue| match k {
+        PtValue::Str(s) => s.clone(),
+        PtValue::Int(i) => i.to_string(),
+        other => format!("{other:?}"),
+    };
+    let check_items = |ji: &J, items: &[(PtValue, PtValue)]| {
+        let ji = ji.as_array().unwrap();
+        assert_eq!(ji.len(), items.len(), "{path}: item count");
+        for (jp, (k, x)) in ji.iter().zip(items) {
+            check_tree(&jp[0], k, "", tensors);
+            check_tree(&jp[1], x, &join(&key_str(k)), tensors);
+        }
+    };
+    match (ty, v) {
+        ("dict", PtValue::Dict(items)) => check_items(&j["items"], items),
+        ("OrderedDict", PtValue::OrderedDict { items, attrs }) => {
+            check_items(&j["items"], items);
+            let ja = j.get("attrs").and_then(J::as_object).cloned().unwrap_or_default();
+            assert_eq!(ja.len(), attrs.len(), "{path}: attrs");
+            for (name, x) in attrs {
+                check_tree(&ja[name], x, "", tensors);
+            }
+        }
+        ("list", PtValue::List(items)) | ("tuple", PtValue::Tuple(items)) => {
+            let ji = j["items"].as_array().unwrap();
+            assert_eq!(ji.len(), items.len(), "{path}: length");
+            for (i, (jx, x)) in ji.iter().zip(items).enumerate() {
+                check_tree(jx, x, &join(&i.to_string()), tensors);
+            }
+        }
+        ("tensor" | "parameter", PtValue::Tensor(t)) => {
+            assert_eq!(j["path"].as_str().unwrap(), path);
+            assert_eq!(t.parameter, ty == "parameter", "{path}: parameter");
+            assert!(tensors.contains_key(path));
+        }
+        ("int", PtValue::Int(i)) => assert_eq!(j["value"].as_str().unwrap(), i.to_string(), "{path}"),
+        ("int", PtValue::BigInt(s)) => assert_eq!(j["value"].as_str().unwrap(), s, "{path}"),
+        ("float", PtValue::Float(f)) => assert!(float_matches(&j["value"], *f), "{path}: float {f} vs {}", j["value"]),
+        ("str", PtValue::Str(s)) => assert_eq!(j["value"].as_str().unwrap(), s),
+        ("bool", PtValue::Bool(b)) => assert_eq!(j["value"].as_bool().unwrap(), *b),
+        ("none", PtValue::None) => {}
+        ("bytes", PtValue::Bytes(b)) => {
+            let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+            assert_eq!(j["hex"].as_str().unwrap(), hex);
+        }
+        ("torch.Size", PtValue::Size(d)) => {
+            let jd: Vec<i64> = j["value"].as_array().unwrap().iter().map(|x| x.as_i64().unwrap()).collect();
+            assert_eq!(&jd, d);
+        }
+        ("torch.dtype", PtValue::DType(n)) => assert_eq!(j["value"].as_str().unwrap(), n),
+        ("complex", PtValue::Complex(re, im)) => {
+            assert!(float_matches(&j["real"], *re) && float_matches(&j["imag"], *im), "{path}: complex");
+        }
+        _ => panic!("{path}: expected a {ty}, got {v:?}"),
+    }
+}
+
+fn le_bytes(t: &Tensor) -> Vec<u8> {
+    magpie_io::safetensors::tensor_to_le_bytes(&t.contiguous().unwrap()).unwrap()
+}
+
+/// Loads fixture `name` and checks it against its expected files; returns the tree.
+fn check_fixture(name: &str) -> PtValue {
+    let dir = fixtures();
+    let v = pt::load(dir.join(format!("{name}.pt"))).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let j: J = serde_json::from_str(&std::fs::read_to_string(dir.join(format!("{name}.expected.json"))).unwrap()).unwrap();
+    let expected = magpie_io::safetensors::load(dir.join(format!("{name}.expected.safetensors"))).unwrap();
+    let tensors = tensors_by_path(&v);
+    let jt = j["tensors"].as_object().unwrap();
+    assert_eq!(jt.len(), tensors.len(), "{name}: tensor count");
+    for (path, info) in jt {
+        let t = tensors.get(path).unwrap_or_else(|| panic!("{name}: no tensor {path}"));
+        let x = &t.tensor;
+        assert_eq!(dtype_name(x.dtype()), info["dtype"].as_str().unwrap(), "{path}: dtype");
+        let ju = |k: &str| -> Vec<usize> { info[k].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as usize).collect() };
+        assert_eq!(x.shape(), ju("shape").as_slice(), "{path}: shape");
+        assert_eq!(x.strides(), ju("stride").as_slice(), "{path}: stride");
+        assert_eq!(x.storage_offset() as u64, info["storage_offset"].as_u64().unwrap(), "{path}: offset");
+        assert_eq!(t.storage, info["storage"].as_str().unwrap(), "{path}: storage key");
+        assert_eq!(x.requires_grad(), info["requires_grad"].as_bool().unwrap(), "{path}: requires_grad");
+        assert_eq!(t.parameter, info["parameter"].as_bool().unwrap(), "{path}: parameter");
+        assert_eq!(x.is_contiguous(), info["contiguous"].as_bool().unwrap(), "{path}: contiguous");
+        let e = expected.get(path).unwrap_or_else(|| panic!("{name}: {path} not in expected safetensors"));
+        if info.get("stored_as").and_then(J::as_str) == Some("view_as_real") {
+            let mut s = x.shape().to_vec();
+            s.push(2);
+            assert_eq!(e.shape(), s.as_slice(), "{path}: view_as_real shape");
+        } else {
+            assert_eq!(e.shape(), x.shape(), "{path}: expected shape");
+        }
+        // exact bits, NaN payloads and -0.0 included (complex64 bytes = view_as_real's)
+        assert_eq!(le_bytes(x), le_bytes(e), "{path}: values");
+    }
+    for group in j["shared_storage"].as_array().unwrap() {
+        let g: Vec<&str> = group.as_array().unwrap().iter().map(|p| p.as_str().unwrap()).collect();
+        for p in &g[1..] {
+            assert!(tensors[g[0]].tensor.shares_storage(&tensors[*p].tensor), "{name}: {} and {p} share storage", g[0]);
+        }
+    }
+    for group in j["same_object"].as_array().unwrap() {
+        let g: Vec<&str> = group.as_array().unwrap().iter().map(|p| p.as_str().unwrap()).collect();
+        for p in &g[1..] {
+            assert!(tensors[g[0]].tensor.is_same(&tensors[*p].tensor), "{name}: {} and {p} are one object", g[0]);
+        }
+    }
+    // storages not shared unless the JSON says so
+    let n_storages = j["storages"].as_object().unwrap().len();
+    let mut distinct: Vec<&Tensor> = Vec::new();
+    for t in tensors.values() {
+        if !distinct.iter().any(|d| d.shares_storage(&t.tensor)) {
+            distinct.push(&t.tensor);
+        }
+    }
+    assert_eq!(distinct.len(), n_storages, "{name}: storage count");
+    check_tree(&j["value"], &v, "", &tensors);
+    // load_tensors flattens to the same paths, in file order
+    let flat = pt::flatten(&v);
+    assert_eq!(flat.len(), tensors.len());
+    for (p, t) in &flat {
+        assert!(tensors[p].tensor.is_same(t));
+    }
+    v
+}
+
+#[test]
+fn mixed_zip() {
+    let v = check_fixture("mixed");
+    // views share data: write through one, see it in the others
+    let t = tensors_by_path(&v);
+    let base = &t["base"].tensor;
+    let base_t = &t["base_t"].tensor;
+    base_t.fill_(7.0f32).unwrap();
+    assert!(base.to_vec::<f32>().unwrap().iter().all(|&x| x == 7.0));
+    assert!(t["row"].tensor.to_vec::<f32>().unwrap().iter().all(|&x| x == 7.0));
+    t["nested.list.0"].tensor.fill_(3.0f32).unwrap();
+    assert!(t["f32"].tensor.to_vec::<f32>().unwrap().iter().all(|&x| x == 3.0));
+}
+
+#[test]
+fn mixed_legacy() {
+    let v = check_fixture("mixed_legacy");
+    let t = tensors_by_path(&v);
+    t["slice"].tensor.fill_(-1.0f32).unwrap();
+    let b = t["base"].tensor.to_vec::<f32>().unwrap();
+    assert!(b.contains(&-1.0));
+}
+
+#[test]
+fn gpt2_state_dict() {
+    let v = check_fixture("gpt2_state_dict");
+    let t = tensors_by_path(&v);
+    assert!(t["lm_head.weight"].tensor.shares_storage(&t["transformer.wte.weight"].tensor));
+    assert!(matches!(&v, PtValue::OrderedDict { attrs, .. } if attrs.len() == 1 && attrs[0].0 == "_metadata"));
+    let names = pt::load_tensors(fixtures().join("gpt2_state_dict.pt")).unwrap();
+    assert_eq!(names.len(), 41);
+    assert_eq!(names[0].0, "transformer.wte.weight");
+}
+
+#[test]
+fn module_state_dict() {
+    let dir = fixtures();
+    if dir.join("module_state_dict.pt").exists() {
+        let v = check_fixture("module_state_dict");
+        assert!(v.get("steps").is_some());
+    }
+}
+
+#[test]
+fn malicious_files_are_refused() {
+    let dir = fixtures().join("malicious");
+    let cases: J = serde_json::from_str(&std::fs::read_to_string(dir.join("cases.json")).unwrap()).unwrap();
+    let mut refused = 0;
+    for case in cases["cases"].as_array().unwrap() {
+        let file = case["file"].as_str().unwrap();
+        let r = pt::load(dir.join(file));
+        match case["expect"].as_str().unwrap() {
+            "reject" => {
+                let e = r.err().unwrap_or_else(|| panic!("{file} was accepted"));
+                eprintln!("{file}: {e}");
+                refused += 1;
+            }
+            _ => {
+                // deep nesting: an error (nesting limit) or a value, but no crash
+                if let Err(e) = r {
+                    eprintln!("{file}: {e}");
+                }
+            }
+        }
+    }
+    assert_eq!(refused, 9);
+    assert!(!std::path::Path::new("/tmp/pwned_magpie").exists());
+}
+
+#[test]
+fn refusals_name_the_global() {
+    let e = pt::load(fixtures().join("malicious/reduce_os_system.pt")).unwrap_err().to_string();
+    assert!(e.contains("os.system"), "{e}");
+    let e = pt::load(fixtures().join("malicious/reduce_subprocess_popen.pt")).unwrap_err().to_string();
+    assert!(e.contains("subprocess.Popen"), "{e}");
+}
+
+/// xorshift64*, fixed seed.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+const OPCODES: &[u8] = b"().0123NIJKLMFGXTUBC]aelt)}dsucRbQpqrghj\x80\x81\x85\x86\x87\x88\x89\x8a\x8b\x8c\x8d\x8e\x93\x94\x95\xff";
+
+fn mutate(rng: &mut Rng, src: &[u8]) -> Vec<u8> {
+    let mut b = src.to_vec();
+    for _ in 0..1 + rng.below(4) {
+        if b.is_empty() {
+            break;
+        }
+        let i = rng.below(b.len());
+        match rng.below(6) {
+            0 => b[i] ^= 1 << rng.below(8),
+            1 => b[i] = rng.next() as u8,
+            2 => b[i] = OPCODES[rng.below(OPCODES.len())],
+            3 => b.truncate(i),
+            4 => {
+                b.remove(i);
+            }
+            _ => {
+                let v = [0x00, 0xff, 0x7f, 0x80][rng.below(4)];
+                b.insert(i, v);
+            }
+        }
+    }
+    b
+}
+
+fn zip_members(data: &[u8]) -> Vec<(String, Vec<u8>)> {
+    let mut ar = zip::ZipArchive::new(Cursor::new(data)).unwrap();
+    (0..ar.len())
+        .map(|i| {
+            let mut f = ar.by_index(i).unwrap();
+            let mut v = Vec::new();
+            f.read_to_end(&mut v).unwrap();
+            (f.name().to_string(), v)
+        })
+        .collect()
+}
+
+fn rezip(members: &[(String, Vec<u8>)]) -> Vec<u8> {
+    let mut w = zip::ZipWriter::new(Cursor::new(Vec::new()));
+    let o = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
+    for (n, b) in members {
+        w.start_file(n.as_str(), o).unwrap();
+        w.write_all(b).unwrap();
+    }
+    w.finish().unwrap().into_inner()
+}
+
+#[test]
+fn mutants_never_panic() {
+    let start = std::time::Instant::now();
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let zip_bytes = std::fs::read(fixtures().join("mixed.pt")).unwrap();
+    let members = zip_members(&zip_bytes);
+    let pkl = members.iter().position(|(n, _)| n.ends_with("data.pkl")).unwrap();
+    let legacy = std::fs::read(fixtures().join("mixed_legacy.pt")).unwrap();
+    let (mut ok, mut err) = (0, 0);
+    for i in 0..3000 {
+        let bytes = match i % 3 {
+            0 => {
+                let mut m = members.clone();
+                m[pkl].1 = mutate(&mut rng, &members[pkl].1);
+                rezip(&m)
+            }
+            1 => mutate(&mut rng, &legacy),
+            _ => mutate(&mut rng, &zip_bytes),
+        };
+        let r = std::panic::catch_unwind(|| pt::load_bytes(&bytes).map(|v| pt::flatten(&v).len()));
+        match r {
+            Ok(Ok(_)) => ok += 1,
+            Ok(Err(_)) => err += 1,
+            Err(_) => {
+                let p = std::env::temp_dir().join(format!("pt_mutant_{i}.bin"));
+                std::fs::write(&p, &bytes).unwrap();
+                panic!("mutant {i} panicked (saved to {})", p.display());
+            }
+        }
+    }
+    eprintln!("mutants: {ok} loaded, {err} refused, {:?}", start.elapsed());
+    assert!(err > 0);
+}
+
+#[test]
+fn writer_round_trip() {
+    let src = pt::load_tensors(fixtures().join("mixed.pt")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("out.pt");
+    pt::save(&path, &src).unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    // records aligned to 64 bytes, stored
+    let mut ar = zip::ZipArchive::new(Cursor::new(&bytes[..])).unwrap();
+    for i in 0..ar.len() {
+        let f = ar.by_index(i).unwrap();
+        if f.name().contains("/data/") {
+            assert_eq!(f.data_start() % 64, 0, "{}", f.name());
+            assert_eq!(f.compression(), zip::CompressionMethod::Stored);
+        }
+    }
+    let back = pt::load(&path).unwrap();
+    assert!(matches!(back, PtValue::OrderedDict { .. }));
+    let flat = pt::flatten(&back);
+    assert_eq!(flat.len(), src.len());
+    for ((n0, t0), (n1, t1)) in src.iter().zip(&flat) {
+        assert_eq!(n0, n1);
+        assert_eq!(t0.dtype(), t1.dtype(), "{n0}");
+        assert_eq!(t0.shape(), t1.shape(), "{n0}");
+        assert_eq!(le_bytes(t0), le_bytes(t1), "{n0}");
+        assert_eq!(t0.requires_grad(), t1.requires_grad(), "{n0}");
+    }
+}
+
+#[test]
+fn deep_nesting_is_bounded() {
+    let r = pt::load(fixtures().join("malicious/deep_nesting.pt"));
+    let e = r.err().expect("nesting beyond the limit is refused");
+    assert!(e.to_string().contains("nested deeper"), "{e}");
+}
