@@ -2,6 +2,7 @@
 //! pickle, `<archive>/data/<key>` each storage's raw little-endian bytes, `<archive>/byteorder`
 //! the byte order. Member names are only ever looked up in the archive, never on disk.
 
+use std::collections::HashSet;
 use std::io::{Cursor, Read};
 
 use magpie_core::{Error, Result, Tensor};
@@ -54,11 +55,12 @@ fn read_member(ar: &mut Archive<'_>, name: &str) -> Result<Vec<u8>> {
 /// Loads a zip-format checkpoint from its bytes.
 pub(crate) fn load(data: &[u8]) -> Result<PtValue> {
     let mut ar = Archive::new(Cursor::new(data)).map_err(|e| err(format!("not a readable zip archive: {e}")))?;
-    let names: Vec<String> = ar.file_names().map(str::to_string).collect();
+    let names: HashSet<String> = ar.file_names().map(str::to_string).collect();
     if let Some(bad) = names.iter().find(|n| unsafe_name(n)) {
         return Err(err(format!("zip member name {bad:?} is not a plain relative path")));
     }
-    let pkls: Vec<&String> = names.iter().filter(|n| matches!(n.split_once('/'), Some((p, "data.pkl")) if !p.is_empty())).collect();
+    let mut pkls: Vec<&String> = names.iter().filter(|n| matches!(n.split_once('/'), Some((p, "data.pkl")) if !p.is_empty())).collect();
+    pkls.sort();
     let pkl = match pkls.as_slice() {
         [one] => (*one).clone(),
         [] => return Err(err("zip archive has no <archive>/data.pkl")),
