@@ -280,7 +280,7 @@ impl Vm<'_> {
         }
     }
     fn set_items(&mut self, items: Vec<V>) -> Result<()> {
-        if items.len() % 2 != 0 {
+        if !items.len().is_multiple_of(2) {
             return Err(err("SETITEMS with an odd number of items"));
         }
         let i = self.obj_index(self.top()?, "SETITEM")?;
@@ -296,7 +296,7 @@ impl Vm<'_> {
         Ok(())
     }
     fn pairs(items: Vec<V>) -> Result<Vec<(V, V)>> {
-        if items.len() % 2 != 0 {
+        if !items.len().is_multiple_of(2) {
             return Err(err("DICT with an odd number of items"));
         }
         let mut out = Vec::with_capacity(items.len() / 2);
