@@ -564,3 +564,17 @@ fn next_stop(b: &[u8], at: usize) -> usize {
         };
     }
 }
+
+#[test]
+fn repeated_dict_keys_replace_values() {
+    // {'a': 1, 'a': 2, 1: 'x', True: 'y'} is {'a': 2, 1: 'y'} in Python
+    let p = cat(&[b"\x80\x02}(", &s("a"), b"K\x01", &s("a"), b"K\x02K\x01", &s("x"), b"\x88", &s("y"), b"u."]);
+    match load_pkl(&p).unwrap() {
+        PtValue::Dict(items) => {
+            assert_eq!(items.len(), 2);
+            assert!(matches!(items[0], (PtValue::Str(ref k), PtValue::Int(2)) if k == "a"));
+            assert!(matches!(items[1], (PtValue::Int(1), PtValue::Str(ref v)) if v == "y"));
+        }
+        other => panic!("{other:?}"),
+    }
+}

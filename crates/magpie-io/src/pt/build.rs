@@ -9,7 +9,8 @@ use magpie_core::{Error, Result, Tensor};
 use super::pickle::{Obj, Unpickled, V};
 use super::value::{PtTensor, PtValue};
 
-/// The deepest nesting of containers accepted.
+/// The deepest nesting of containers accepted. The tree's derived `Drop`, `Clone` and `Debug`
+/// recurse, so the limit keeps them far from the stack's end (the interpreter itself is flat).
 pub const MAX_DEPTH: usize = 1000;
 
 fn err(msg: impl Into<String>) -> Error {
@@ -151,10 +152,47 @@ impl Builder<'_> {
     }
 }
 
+/// What makes two hashable scalar keys equal in Python (`1 == 1.0 == True`).
+#[derive(Hash, PartialEq, Eq)]
+enum KeyId {
+    None,
+    Int(i64),
+    Big(String),
+    Float(u64),
+    Str(String),
+    Bytes(Vec<u8>),
+}
+
+fn key_id(k: &PtValue) -> Option<KeyId> {
+    Some(match k {
+        PtValue::None => KeyId::None,
+        PtValue::Bool(b) => KeyId::Int(*b as i64),
+        PtValue::Int(i) => KeyId::Int(*i),
+        PtValue::BigInt(s) => KeyId::Big(s.clone()),
+        PtValue::Float(f) if f.is_nan() => return None,
+        PtValue::Float(f) if f.fract() == 0.0 && f.abs() < 9.2e18 => KeyId::Int(*f as i64),
+        PtValue::Float(f) => KeyId::Float(f.to_bits()),
+        PtValue::Str(s) => KeyId::Str(s.clone()),
+        PtValue::Bytes(b) => KeyId::Bytes(b.clone()),
+        _ => return None,
+    })
+}
+
+/// `n` key/value pairs; a key equal to an earlier one replaces that one's value, as a dict does.
 fn take_pairs(out: &mut std::vec::IntoIter<PtValue>, n: usize) -> Vec<(PtValue, PtValue)> {
-    let mut v = Vec::with_capacity(n);
+    let mut v: Vec<(PtValue, PtValue)> = Vec::with_capacity(n);
+    let mut seen: HashMap<KeyId, usize> = HashMap::new();
     for _ in 0..n {
         if let (Some(k), Some(x)) = (out.next(), out.next()) {
+            if let Some(id) = key_id(&k) {
+                if let Some(&i) = seen.get(&id) {
+                    if let Some(slot) = v.get_mut(i) {
+                        slot.1 = x;
+                    }
+                    continue;
+                }
+                seen.insert(id, v.len());
+            }
             v.push((k, x));
         }
     }

@@ -47,7 +47,8 @@ pub enum PtValue {
     List(Vec<PtValue>),
     /// A tuple.
     Tuple(Vec<PtValue>),
-    /// A dict: `(key, value)` pairs in insertion order; keys may be any value.
+    /// A dict: `(key, value)` pairs in insertion order; keys may be any value (a key equal to
+    /// an earlier str/int/bool/float/None/bytes key replaces that one's value, as in Python).
     Dict(Vec<(PtValue, PtValue)>),
     /// A `collections.OrderedDict`, with the instance attributes set on it (e.g. `_metadata`).
     OrderedDict {
