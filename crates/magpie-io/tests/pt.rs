@@ -404,6 +404,33 @@ fn writer_round_trip() {
         assert_eq!(t0.shape(), t1.shape(), "{n0}");
         assert_eq!(le_bytes(t0), le_bytes(t1), "{n0}");
         assert_eq!(t0.requires_grad(), t1.requires_grad(), "{n0}");
+        assert_eq!(t0.strides(), t1.strides(), "{n0}");
+        assert_eq!(t0.storage_offset(), t1.storage_offset(), "{n0}");
+    }
+    // views of one storage share it again
+    let get = |n: &str| &flat.iter().find(|(k, _)| k == n).unwrap().1;
+    for v in ["base_t", "slice", "row"] {
+        assert!(get("base").shares_storage(get(v)), "{v}");
+    }
+    assert!(!get("base").shares_storage(get("f32")));
+    assert!(get("f32").shares_storage(get("nested.list.0")));
+    get("slice").fill_(5.0f32).unwrap();
+    assert!(get("base").to_vec::<f32>().unwrap().contains(&5.0));
+}
+
+#[test]
+fn writer_keeps_tied_weights() {
+    let src = pt::load_tensors(fixtures().join("gpt2_state_dict.pt")).unwrap();
+    let bytes = pt::serialize(&src).unwrap();
+    let back = pt::flatten(&pt::load_bytes(&bytes).unwrap());
+    assert_eq!(back.len(), 41);
+    let get = |n: &str| &back.iter().find(|(k, _)| k == n).unwrap().1;
+    assert!(get("lm_head.weight").shares_storage(get("transformer.wte.weight")));
+    let mut ar = zip::ZipArchive::new(Cursor::new(&bytes[..])).unwrap();
+    let records = (0..ar.len()).filter(|&i| ar.by_index(i).unwrap().name().contains("/data/")).count();
+    assert_eq!(records, 40);
+    for ((n0, t0), (_, t1)) in src.iter().zip(&back) {
+        assert_eq!(le_bytes(t0), le_bytes(t1), "{n0}");
     }
 }
 

@@ -1,9 +1,12 @@
 //! Writes a state dict (an `OrderedDict` of tensors) in the zip checkpoint format `torch.save`
-//! uses: a protocol-2 `data.pkl`, one `data/<key>` record per tensor (a contiguous copy, aligned
-//! to 64 bytes, stored uncompressed), `version`, `byteorder`, `.format_version`,
-//! `.storage_alignment`. Storages are not shared between tensors in the written file.
+//! uses: a protocol-2 `data.pkl`, one `data/<key>` record per storage (its whole contents,
+//! aligned to 64 bytes, stored uncompressed), `version`, `byteorder`, `.format_version`,
+//! `.storage_alignment`. Tensors that share a storage (tied weights, views) share it in the file,
+//! with their own offsets and strides, as `torch.save` writes them.
 
+use std::collections::HashMap;
 use std::io::{Cursor, Write};
+use std::sync::Arc;
 use std::path::Path;
 
 use magpie_core::num_complex::Complex64;
@@ -73,10 +76,25 @@ pub fn serialize(tensors: &[(String, Tensor)]) -> Result<Vec<u8>> {
     let mut p = Pickler(vec![0x80, 2]);
     p.empty_odict();
     p.0.push(b'(');
-    let mut records = Vec::with_capacity(tensors.len());
-    for (i, (name, t)) in tensors.iter().enumerate() {
+    let mut records: Vec<Vec<u8>> = Vec::new();
+    let mut by_storage: HashMap<usize, (usize, usize)> = HashMap::new();
+    for (name, t) in tensors {
         let storage = globals::storage_name(t.dtype())
             .ok_or_else(|| err(format!("tensor {name}: dtype {} has no PyTorch storage type", t.dtype())))?;
+        let ptr = Arc::as_ptr(t.storage()) as usize;
+        let (i, numel) = match by_storage.get(&ptr) {
+            Some(&v) => v,
+            None => {
+                // the whole storage, as one 1-d tensor
+                let len = t.storage().read().len();
+                let n = i64::try_from(len).map_err(|_| err(format!("tensor {name}: storage too large")))?;
+                let all = t.detach().as_strided(&[n], &[1], Some(0))?;
+                records.push(tensor_bytes(&all).map_err(|e| err(format!("tensor {name}: {e}")))?);
+                let v = (records.len() - 1, len);
+                by_storage.insert(ptr, v);
+                v
+            }
+        };
         p.str(name)?;
         p.global("torch._utils", "_rebuild_tensor_v2");
         p.0.push(b'(');
@@ -86,15 +104,14 @@ pub fn serialize(tensors: &[(String, Tensor)]) -> Result<Vec<u8>> {
         p.global("torch", storage);
         p.str(&i.to_string())?;
         p.str("cpu")?;
-        p.int(i64::try_from(t.numel()).map_err(|_| err("tensor too large"))?);
+        p.int(i64::try_from(numel).map_err(|_| err("tensor too large"))?);
         p.0.extend_from_slice(b"tQ");
-        p.int(0);
+        p.int(i64::try_from(t.storage_offset()).map_err(|_| err("offset too large"))?);
         p.int_tuple(t.shape())?;
-        p.int_tuple(&magpie_core::layout::contiguous_strides(t.shape()))?;
+        p.int_tuple(t.strides())?;
         p.0.push(if t.requires_grad() { 0x88 } else { 0x89 });
         p.empty_odict();
         p.0.extend_from_slice(b"tR");
-        records.push(tensor_bytes(t).map_err(|e| err(format!("tensor {name}: {e}")))?);
     }
     p.0.extend_from_slice(b"u.");
 
