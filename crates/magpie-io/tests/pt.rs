@@ -605,3 +605,23 @@ fn repeated_dict_keys_replace_values() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn huge_sizes_and_strides_are_errors() {
+    let data = [0u8; 16];
+    // size 255 x stride 255 over 4 elements, and many dims whose span overflows
+    assert!(pt::load_bytes(&zip_with(&rebuild(4, 255, 255), &[("0", &data)])).is_err());
+    let mut p = rebuild(4, 1, 1);
+    let big = |v: i64| cat(&[b"\x8a\x08", &v.to_le_bytes()]);
+    let pos = p.windows(4).position(|w| w == b"(K\x01t").unwrap();
+    let mut dims = b"(".to_vec();
+    for _ in 0..40 {
+        dims.extend(big(i64::MAX / 2));
+    }
+    dims.push(b't');
+    p.splice(pos..pos + 4, dims.clone());
+    let pos = p.windows(4).position(|w| w == b"(K\x01t").unwrap();
+    p.splice(pos..pos + 4, dims);
+    let e = pt::load_bytes(&zip_with(&p, &[("0", &data)])).unwrap_err();
+    assert!(e.to_string().contains("overflows") || e.to_string().contains("needs"), "{e}");
+}

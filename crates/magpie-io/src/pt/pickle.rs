@@ -826,7 +826,7 @@ fn check_layout(offset: i64, size: &[i64], stride: &[i64], numel: usize) -> Resu
     }
     let mut hi = off as u128 + 1;
     for (&s, &st) in size.iter().zip(stride) {
-        hi += (s as u128 - 1) * st as u128;
+        hi = hi.saturating_add((s as u128 - 1).saturating_mul(st as u128));
     }
     if hi > numel as u128 {
         return Err(bad(format!("needs {hi} elements but the storage has {numel}")));
