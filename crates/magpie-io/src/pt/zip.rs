@@ -1,0 +1,100 @@
+//! The zip checkpoint format (`torch.save` since 1.6): `<archive>/data.pkl` holds the object
+//! pickle, `<archive>/data/<key>` each storage's raw little-endian bytes, `<archive>/byteorder`
+//! the byte order. Member names are only ever looked up in the archive, never on disk.
+
+use std::collections::HashSet;
+use std::io::{Cursor, Read};
+
+use magpie_core::{Error, Result, Tensor};
+
+use super::{build, pickle, storage, PtValue};
+
+/// Deflate cannot expand data by more than about this factor; larger claims are refused.
+const MAX_DEFLATE_RATIO: u64 = 1100;
+
+fn err(msg: impl Into<String>) -> Error {
+    Error::io("pt", msg.into())
+}
+
+/// True when `data` starts like a zip archive.
+pub(crate) fn is_zip(data: &[u8]) -> bool {
+    data.starts_with(b"PK\x03\x04") || data.starts_with(b"PK\x05\x06")
+}
+
+/// True for a member name that could escape a folder: `..` parts, absolute or drive paths.
+fn unsafe_name(name: &str) -> bool {
+    name.starts_with('/')
+        || name.starts_with('\\')
+        || name.contains('\0')
+        || name.contains(':')
+        || name.split(['/', '\\']).any(|p| p == "..")
+}
+
+type Archive<'a> = ::zip::ZipArchive<Cursor<&'a [u8]>>;
+
+/// The bytes of member `name`, checked against its declared sizes.
+fn read_member(ar: &mut Archive<'_>, name: &str) -> Result<Vec<u8>> {
+    let f = ar.by_name(name).map_err(|e| err(format!("zip member {name}: {e}")))?;
+    let size = f.size();
+    let compressed = f.compressed_size();
+    let ratio_ok = match f.compression() {
+        ::zip::CompressionMethod::Stored => size == compressed,
+        _ => size <= compressed.saturating_mul(MAX_DEFLATE_RATIO).saturating_add(1024),
+    };
+    if !ratio_ok {
+        return Err(err(format!("zip member {name} claims {size} bytes from {compressed} compressed bytes")));
+    }
+    let mut out = Vec::new();
+    f.take(size.saturating_add(1)).read_to_end(&mut out).map_err(|e| err(format!("zip member {name}: {e}")))?;
+    if out.len() as u64 != size {
+        return Err(err(format!("zip member {name} holds {} bytes, its header says {size}", out.len())));
+    }
+    Ok(out)
+}
+
+/// Loads a zip-format checkpoint from its bytes.
+pub(crate) fn load(data: &[u8]) -> Result<PtValue> {
+    let mut ar = Archive::new(Cursor::new(data)).map_err(|e| err(format!("not a readable zip archive: {e}")))?;
+    let names: HashSet<String> = ar.file_names().map(str::to_string).collect();
+    if let Some(bad) = names.iter().find(|n| unsafe_name(n)) {
+        return Err(err(format!("zip member name {bad:?} is not a plain relative path")));
+    }
+    let mut pkls: Vec<&String> = names.iter().filter(|n| matches!(n.split_once('/'), Some((p, "data.pkl")) if !p.is_empty())).collect();
+    pkls.sort();
+    let pkl = match pkls.as_slice() {
+        [one] => (*one).clone(),
+        [] => return Err(err("zip archive has no <archive>/data.pkl")),
+        _ => return Err(err("zip archive has several data.pkl members")),
+    };
+    let prefix = pkl.trim_end_matches("data.pkl").to_string();
+    let bo = format!("{prefix}byteorder");
+    if names.contains(&bo) {
+        let b = read_member(&mut ar, &bo)?;
+        if b != b"little" {
+            return Err(err(format!("byteorder {:?} is not supported (only little)", String::from_utf8_lossy(&b))));
+        }
+    }
+    let pickle_bytes = read_member(&mut ar, &pkl)?;
+    let u = pickle::unpickle(&pickle_bytes, 0)?;
+    let mut roots: Vec<Tensor> = Vec::with_capacity(u.storages.len());
+    for s in &u.storages {
+        if s.key.is_empty() || s.key.contains(['/', '\\']) || s.key.contains("..") {
+            return Err(err(format!("storage key {:?} is not a plain name", s.key)));
+        }
+        let name = format!("{prefix}data/{}", s.key);
+        if !names.contains(&name) {
+            return Err(err(format!("storage '{}' has no record {name} in the archive", s.key)));
+        }
+        let need = s.numel.checked_mul(s.dtype.size()).ok_or_else(|| err(format!("storage '{}' size overflows", s.key)))?;
+        let declared = ar.by_name(&name).map_err(|e| err(format!("zip member {name}: {e}")))?.size();
+        if (need as u64) > declared {
+            return Err(err(format!(
+                "storage '{}' declares {} elements ({need} bytes) but {name} holds {declared} bytes",
+                s.key, s.numel
+            )));
+        }
+        let bytes = read_member(&mut ar, &name)?;
+        roots.push(storage::storage_tensor(&s.key, s.dtype, s.numel, &bytes)?);
+    }
+    build::build(&u, &roots, data.len())
+}
