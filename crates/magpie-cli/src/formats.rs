@@ -1,5 +1,5 @@
 //! `magpie inspect FILE` and `magpie convert IN OUT`: tensor files told apart by their content
-//! (safetensors, GGUF), listed, and converted between formats.
+//! (safetensors, GGUF, PyTorch `.pt`), listed, and converted between formats.
 
 use clap::Args;
 use magpie_core::{DType, Error, Result, Tensor};
@@ -35,14 +35,10 @@ fn sniff(path: &Path) -> Result<Format> {
     Err(Error::io("inspect", format!("{}: not a safetensors, GGUF or PyTorch file (unknown first bytes)", path.display())))
 }
 
-fn pt_unsupported(path: &Path) -> Error {
-    Error::unsupported("inspect", format!("{}: PyTorch .pt files are not read yet", path.display()))
-}
-
 /// `magpie inspect` flags.
 #[derive(Args, Debug)]
 pub struct InspectArgs {
-    /// A safetensors or GGUF file.
+    /// A safetensors, GGUF or PyTorch (.pt / .bin, zip or legacy) file.
     pub file: PathBuf,
     /// Print whole metadata arrays (default: the first few items).
     #[arg(long)]
@@ -75,47 +71,60 @@ fn show_value(v: &Value, full: bool) -> String {
 
 /// Runs `magpie inspect`.
 pub fn inspect(a: InspectArgs) -> Result<()> {
+    use std::fmt::Write as _;
+    // the listing is built whole, then written once: a closed pipe is an error, not a panic
+    let mut o = String::new();
     match sniff(&a.file)? {
         Format::Gguf => {
             let f = GgufFile::open(&a.file)?;
-            println!("{}: GGUF v{}, alignment {}, {} metadata keys, {} tensors", a.file.display(), f.version(), f.alignment(), f.metadata().len(), f.tensors().len());
-            println!("metadata:");
+            let _ = writeln!(o, "{}: GGUF v{}, alignment {}, {} metadata keys, {} tensors", a.file.display(), f.version(), f.alignment(), f.metadata().len(), f.tensors().len());
+            let _ = writeln!(o, "metadata:");
             for (k, v) in f.metadata() {
-                println!("  {k} ({}) = {}", v.value_type(), show_value(v, a.full));
+                let _ = writeln!(o, "  {k} ({}) = {}", v.value_type(), show_value(v, a.full));
             }
-            println!("tensors:");
+            let _ = writeln!(o, "tensors:");
             for t in f.tensors() {
-                println!("  {}  {}  {:?}  ({} bytes)", t.name, t.ggml_type, t.shape(), t.nbytes);
+                let _ = writeln!(o, "  {}  {}  {:?}  ({} bytes)", t.name, t.ggml_type, t.shape(), t.nbytes);
             }
         }
         Format::Safetensors => {
             let f = safetensors::MappedFile::open(&a.file)?;
             let names: Vec<&str> = f.names().collect();
-            println!("{}: safetensors, {} tensors", a.file.display(), names.len());
+            let _ = writeln!(o, "{}: safetensors, {} tensors", a.file.display(), names.len());
             if !f.metadata().is_empty() {
-                println!("metadata:");
+                let _ = writeln!(o, "metadata:");
                 for (k, v) in f.metadata() {
-                    println!("  {k} = {v:?}");
+                    let _ = writeln!(o, "  {k} = {v:?}");
                 }
             }
-            println!("tensors:");
+            let _ = writeln!(o, "tensors:");
             for n in names {
                 if let Some((dt, shape)) = f.info(n) {
-                    println!("  {n}  {}  {shape:?}", dt.to_string().trim_start_matches("torch."));
+                    let _ = writeln!(o, "  {n}  {}  {shape:?}", dt.to_string().trim_start_matches("torch."));
                 }
             }
         }
-        Format::Pt => return Err(pt_unsupported(&a.file)),
+        Format::Pt => {
+            let v = magpie_io::pt::load(&a.file)?;
+            let tensors = magpie_io::pt::flatten(&v);
+            let _ = writeln!(o, "{}: PyTorch checkpoint, {} tensors (paths: dict keys and list indices joined by '.')", a.file.display(), tensors.len());
+            let _ = writeln!(o, "tensors:");
+            for (n, t) in &tensors {
+                let _ = writeln!(o, "  {n}  {}  {:?}", t.dtype().to_string().trim_start_matches("torch."), t.shape());
+            }
+        }
     }
-    Ok(())
+    use std::io::Write as _;
+    std::io::stdout().lock().write_all(o.as_bytes()).map_err(|e| Error::io("inspect", format!("cannot write to stdout: {e}")))
 }
 
 /// `magpie convert` flags.
 #[derive(Args, Debug)]
 pub struct ConvertArgs {
-    /// The input file (safetensors or GGUF).
+    /// The input file (safetensors, GGUF or PyTorch .pt/.bin).
     pub input: PathBuf,
-    /// The output file: `.gguf` writes GGUF, anything else safetensors.
+    /// The output file: `.gguf` writes GGUF, `.pt`/`.bin`/`.pth` a PyTorch (zip) state dict,
+    /// anything else safetensors.
     pub output: PathBuf,
     /// Floating dtype of the tensors written to safetensors: float32, bfloat16 or float16.
     #[arg(long, default_value = "float32")]
@@ -153,14 +162,16 @@ fn read_tensors(path: &Path, dtype: DType) -> Result<Vec<(String, Tensor)>> {
                 })
                 .collect()
         }
-        Format::Pt => Err(pt_unsupported(path)),
+        Format::Pt => magpie_io::pt::load_tensors(path)?.into_iter().map(|(n, t)| Ok((n, if t.dtype().is_float() { t.to_dtype(dtype)? } else { t }))).collect(),
     }
 }
 
 /// Runs `magpie convert`.
 pub fn convert(a: ConvertArgs) -> Result<()> {
     let dtype = float_dtype(&a.dtype)?;
-    let to_gguf = a.output.extension().is_some_and(|e| e.eq_ignore_ascii_case("gguf"));
+    let ext = a.output.extension().map(|e| e.to_string_lossy().to_ascii_lowercase()).unwrap_or_default();
+    let to_gguf = ext == "gguf";
+    let to_pt = matches!(ext.as_str(), "pt" | "pth" | "bin");
     if a.quant.is_some() && !to_gguf {
         return Err(Error::value("convert", "--quant applies to GGUF output (OUT ending in .gguf)"));
     }
@@ -183,6 +194,9 @@ pub fn convert(a: ConvertArgs) -> Result<()> {
         }
         w.write(&a.output)?;
         eprintln!("wrote {} ({} tensors, {quantized} as {ty})", a.output.display(), tensors.len());
+    } else if to_pt {
+        magpie_io::pt::save(&a.output, &tensors)?;
+        eprintln!("wrote {} ({} tensors as a PyTorch state dict, floating ones as {})", a.output.display(), tensors.len(), a.dtype);
     } else {
         safetensors::save(&tensors, None, &a.output)?;
         eprintln!("wrote {} ({} tensors, floating ones as {})", a.output.display(), tensors.len(), a.dtype);

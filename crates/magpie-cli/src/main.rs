@@ -44,9 +44,9 @@ enum Cmd {
     Forward(hf::ForwardArgs),
     /// Sentence embeddings with a BERT model (sentence-transformers' pooling and normalization).
     Embed(hf::EmbedArgs),
-    /// List a tensor file's tensors and metadata (safetensors, GGUF; told apart by content).
+    /// List a tensor file's tensors and metadata (safetensors, GGUF, .pt; told apart by content).
     Inspect(formats::InspectArgs),
-    /// Convert tensors between formats (GGUF -> safetensors, safetensors -> GGUF with --quant).
+    /// Convert tensors between safetensors, GGUF (--quant) and PyTorch .pt.
     Convert(formats::ConvertArgs),
 }
 

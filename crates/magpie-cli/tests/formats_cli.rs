@@ -83,3 +83,50 @@ fn convert_gguf_to_safetensors_and_back() {
     fails_with(&["convert", src.to_str().unwrap(), &back, "--quant", "q8_0"], "GGUF output");
     fails_with(&["convert", src.to_str().unwrap(), &back, "--dtype", "int8"], "--dtype");
 }
+
+fn pt(name: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../magpie-io/tests/fixtures/pt").join(name).display().to_string()
+}
+
+#[test]
+fn pytorch_checkpoints_inspect_convert_and_refuse_malicious_files() {
+    let o = magpie(&["inspect", &pt("gpt2_state_dict.pt")]);
+    let out = text(&o.stdout);
+    assert!(o.status.success() && out.contains("PyTorch checkpoint, 41 tensors") && out.contains("lm_head.weight  float32  [1100, 96]"), "{out}");
+    // .pt (legacy format too) -> safetensors: the expected tensors under their paths
+    let d = tempfile::tempdir().unwrap();
+    for name in ["mixed", "mixed_legacy", "gpt2_state_dict"] {
+        let st = d.path().join(format!("{name}.safetensors")).display().to_string();
+        let o = magpie(&["convert", &pt(&format!("{name}.pt")), &st]);
+        assert!(o.status.success(), "{name}: {}", text(&o.stderr));
+        let got = safetensors::load(&st).unwrap();
+        let want = safetensors::load(pt(&format!("{name}.expected.safetensors"))).unwrap();
+        let mut compared = 0;
+        for (n, t) in &got.tensors {
+            let Some(w) = want.get(n) else { continue };
+            if t.dtype() != w.dtype() {
+                continue; // complex tensors are stored as view_as_real in the expected file
+            }
+            assert_eq!(magpie_io::safetensors::tensor_to_le_bytes(t).unwrap(), magpie_io::safetensors::tensor_to_le_bytes(w).unwrap(), "{name}: {n}");
+            compared += 1;
+        }
+        assert!(compared >= 20, "{name}: only {compared} tensors compared");
+    }
+    // safetensors -> .pt -> safetensors keeps every value
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../magpie-models/tests/fixtures/hf/tiny-gpt2/model.safetensors");
+    let p = d.path().join("gpt2.pt").display().to_string();
+    let back = d.path().join("back.safetensors").display().to_string();
+    assert!(magpie(&["convert", src.to_str().unwrap(), &p]).status.success());
+    assert!(magpie(&["convert", &p, &back]).status.success());
+    let (a, b) = (safetensors::load(&src).unwrap(), safetensors::load(&back).unwrap());
+    for (n, t) in &a.tensors {
+        assert_eq!(t.to_vec::<f32>().unwrap(), b.get(n).unwrap().to_vec::<f32>().unwrap(), "{n}");
+    }
+    // every malicious file: one line, nothing executed
+    for f in ["reduce_os_system.pt", "reduce_builtins_eval.pt", "reduce_subprocess_popen.pt", "global_unknown_module.pt", "storage_record_missing.pt", "storage_larger_than_record.pt", "zip_path_traversal.pt", "zip_truncated.pt", "legacy_bad_magic.pt", "deep_nesting.pt"] {
+        let o = magpie(&["inspect", &pt(&format!("malicious/{f}"))]);
+        let err = text(&o.stderr);
+        assert!(!o.status.success() && err.lines().count() == 1 && err.starts_with("magpie: ") && !err.contains("panicked"), "{f}: {err}");
+    }
+    assert!(!std::path::Path::new("/tmp/pwned_magpie").exists(), "a payload ran");
+}

@@ -9,9 +9,6 @@ use magpie_core::{Error, Result, Tensor};
 
 use super::{build, pickle, storage, PtValue};
 
-/// Deflate cannot expand data by more than about this factor; larger claims are refused.
-const MAX_DEFLATE_RATIO: u64 = 1100;
-
 fn err(msg: impl Into<String>) -> Error {
     Error::io("pt", msg.into())
 }
@@ -37,12 +34,13 @@ fn read_member(ar: &mut Archive<'_>, name: &str) -> Result<Vec<u8>> {
     let f = ar.by_name(name).map_err(|e| err(format!("zip member {name}: {e}")))?;
     let size = f.size();
     let compressed = f.compressed_size();
-    let ratio_ok = match f.compression() {
-        ::zip::CompressionMethod::Stored => size == compressed,
-        _ => size <= compressed.saturating_mul(MAX_DEFLATE_RATIO).saturating_add(1024),
-    };
-    if !ratio_ok {
-        return Err(err(format!("zip member {name} claims {size} bytes from {compressed} compressed bytes")));
+    // torch.save stores members uncompressed; a compressed member could inflate far past the
+    // file's own size, so it is refused rather than decompressed
+    if f.compression() != ::zip::CompressionMethod::Stored {
+        return Err(err(format!("zip member {name} is compressed ({}); checkpoints written by torch.save store members uncompressed", f.compression())));
+    }
+    if size != compressed {
+        return Err(err(format!("zip member {name} claims {size} bytes but stores {compressed}")));
     }
     let mut out = Vec::new();
     f.take(size.saturating_add(1)).read_to_end(&mut out).map_err(|e| err(format!("zip member {name}: {e}")))?;
