@@ -94,9 +94,9 @@ impl Tensor {
     /// `torch.relu(x)`: `max(x, 0)` (NaN stays NaN); integers keep their dtype.
     pub fn relu(&self) -> Result<Tensor> {
         if self.device().is_cuda() && self.dtype().is_float() {
-            // no CUDA kernel of its own yet: x * (x > 0) from native kernels (NaN stays NaN; the
-            // gradient is the mask, 0 at 0 as PyTorch's)
-            return self.mul(&self.gt_scalar(0.0)?.to_dtype(self.dtype())?);
+            // no CUDA kernel of its own yet: masked_fill(x <= 0, 0) from the native `where` (NaN stays
+            // NaN, -inf becomes 0; the gradient passes where x > 0 only, 0 at 0 as PyTorch's)
+            return self.masked_fill(&self.le_scalar(0.0)?, 0.0);
         }
         let out = map_keep("relu", self, |v| if v > 0.0 || v.is_nan() { v } else { 0.0 }, |v| v.max(0))?;
         record_unary("relu", self, &out, |_, y, g| {
