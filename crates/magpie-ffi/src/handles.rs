@@ -143,52 +143,31 @@ pub fn tensor(h: i64) -> FfiResult<Tensor> {
     }
 }
 
-/// Runs `f` on the model behind `h`.
-pub fn with_model<R>(h: i64, f: impl FnOnce(&mut AutoModel) -> FfiResult<R>) -> FfiResult<R> {
-    let o = get(h)?;
-    let mut g = lock(&o);
-    match &mut *g {
-        Object::Model(m) => f(m),
-        other => Err(arg(format!("handle {h} is a {}, not a model", other.kind()))),
-    }
+/// `with_<kind>(h, f)`: runs `f` on the object behind `h`, locked, or errors when `h` holds
+/// another kind of object.
+macro_rules! with_kind {
+    ($($(#[$doc:meta])* $fname:ident, $variant:ident, $ty:ty, $what:literal;)*) => {$(
+        $(#[$doc])*
+        pub fn $fname<R>(h: i64, f: impl FnOnce(&mut $ty) -> FfiResult<R>) -> FfiResult<R> {
+            let o = get(h)?;
+            let mut g = lock(&o);
+            match &mut *g {
+                Object::$variant(x) => f(x.as_mut()),
+                other => Err(arg(format!("handle {h} is a {}, not {}", other.kind(), $what))),
+            }
+        }
+    )*};
 }
 
-/// Runs `f` on the optimizer behind `h`.
-pub fn with_optimizer<R>(h: i64, f: impl FnOnce(&mut (dyn Optimizer + Send)) -> FfiResult<R>) -> FfiResult<R> {
-    let o = get(h)?;
-    let mut g = lock(&o);
-    match &mut *g {
-        Object::Optimizer(opt) => f(opt.as_mut()),
-        other => Err(arg(format!("handle {h} is a {}, not an optimizer", other.kind()))),
-    }
-}
-
-/// Runs `f` on the scheduler behind `h`.
-pub fn with_scheduler<R>(h: i64, f: impl FnOnce(&mut (dyn LrScheduler + Send)) -> FfiResult<R>) -> FfiResult<R> {
-    let o = get(h)?;
-    let mut g = lock(&o);
-    match &mut *g {
-        Object::Scheduler(s) => f(s.as_mut()),
-        other => Err(arg(format!("handle {h} is a {}, not a scheduler", other.kind()))),
-    }
-}
-
-/// Runs `f` on the sentence embedder behind `h`.
-pub fn with_embedder<R>(h: i64, f: impl FnOnce(&mut SentenceEncoder) -> FfiResult<R>) -> FfiResult<R> {
-    let o = get(h)?;
-    let mut g = lock(&o);
-    match &mut *g {
-        Object::Embedder(e) => f(e),
-        other => Err(arg(format!("handle {h} is a {}, not an embedder", other.kind()))),
-    }
-}
-
-/// Runs `f` on the nn module behind `h`.
-pub fn with_module<R>(h: i64, f: impl FnOnce(&mut (dyn magpie_nn::Module + 'static)) -> FfiResult<R>) -> FfiResult<R> {
-    let o = get(h)?;
-    let mut g = lock(&o);
-    match &mut *g {
-        Object::Module(m) => f(m.as_mut()),
-        other => Err(arg(format!("handle {h} is a {}, not a module", other.kind()))),
-    }
+with_kind! {
+    /// Runs `f` on the model behind `h`.
+    with_model, Model, AutoModel, "a model";
+    /// Runs `f` on the optimizer behind `h`.
+    with_optimizer, Optimizer, dyn Optimizer + Send, "an optimizer";
+    /// Runs `f` on the scheduler behind `h`.
+    with_scheduler, Scheduler, dyn LrScheduler + Send, "a scheduler";
+    /// Runs `f` on the sentence embedder behind `h`.
+    with_embedder, Embedder, SentenceEncoder, "an embedder";
+    /// Runs `f` on the nn module behind `h`.
+    with_module, Module, dyn magpie_nn::Module + 'static, "a module";
 }

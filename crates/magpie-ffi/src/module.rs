@@ -3,7 +3,7 @@
 
 use crate::error::{arg, guard, FfiResult};
 use crate::handles::{self, Object};
-use crate::ptr::{cstr, out, slice_mut};
+use crate::ptr::{cstr, json_object, out, slice_mut};
 use crate::tensor::give;
 use magpie_nn::{BatchNorm1d, BatchNorm2d, Conv1d, Conv2d, ConvOptions, ConvPadding, Dropout, Embedding, LayerNorm, Linear, Module, ModuleExt, RMSNorm, ReLU, SiLU, Sigmoid, Tanh, GELU};
 use serde_json::{Map, Value};
@@ -134,15 +134,7 @@ pub unsafe extern "C" fn magpie_module_new(name: *const c_char, args_json: *cons
     guard("magpie_module_new", || {
         let o = out(out_h, "out")?;
         let name = cstr(name, "name")?.to_ascii_lowercase();
-        let js = if args_json.is_null() { String::new() } else { cstr(args_json, "args_json")?.to_string() };
-        let map = if js.trim().is_empty() {
-            Map::new()
-        } else {
-            match serde_json::from_str::<Value>(&js).map_err(|e| arg(format!("args_json is not JSON: {e}")))? {
-                Value::Object(m) => m,
-                v => return Err(arg(format!("args_json must be an object, got {v}"))),
-            }
-        };
+        let map = json_object(args_json, "args_json")?;
         *o = handles::insert(Object::Module(build(&name, &map)?));
         Ok(())
     })

@@ -2,7 +2,7 @@
 
 use crate::error::{arg, guard, FfiResult};
 use crate::handles::{self, Object};
-use crate::ptr::{cstr, slice};
+use crate::ptr::{cstr, json_object, slice};
 use magpie_optim::scheduler::{AnnealStrategy, ConstantLr, CosineAnnealingLr, CosineAnnealingWarmRestarts, CyclicLr, CyclicMode, ExponentialLr, LinearLr, LrScheduler, MultiStepLr, OneCycleLr, PolynomialLr, StepLr};
 use magpie_optim::{Adadelta, AdadeltaConfig, Adagrad, AdagradConfig, Adam, AdamConfig, AdamW, Adamax, AdamaxConfig, Asgd, AsgdConfig, NAdam, NAdamConfig, Optimizer, RAdam, RAdamConfig, RmsProp, RmsPropConfig, Rprop, RpropConfig, Sgd, SgdConfig};
 use std::collections::BTreeMap;
@@ -71,15 +71,7 @@ pub unsafe extern "C" fn magpie_optimizer_new(name: *const c_char, params: *cons
         let o = crate::ptr::out(out_h, "out")?;
         let name = cstr(name, "name")?;
         let ps = slice(params, n_params, "params")?.iter().map(|&h| handles::tensor(h)).collect::<FfiResult<Vec<_>>>()?;
-        let hyper = if hyper_json.is_null() { String::new() } else { cstr(hyper_json, "hyper_json")?.to_string() };
-        let map = if hyper.trim().is_empty() {
-            Map::new()
-        } else {
-            match serde_json::from_str::<Value>(&hyper).map_err(|e| arg(format!("hyper_json is not JSON: {e}")))? {
-                Value::Object(m) => m,
-                v => return Err(arg(format!("hyper_json must be an object, got {v}"))),
-            }
-        };
+        let map = json_object(hyper_json, "hyper_json")?;
         let opt: Box<dyn Optimizer + Send> = match name.to_ascii_lowercase().as_str() {
             "sgd" => {
                 check_keys(&map, &["lr", "momentum", "dampening", "weight_decay", "nesterov", "maximize"], "sgd")?;
@@ -143,18 +135,6 @@ fn int(o: &Map<String, Value>, k: &str, default: Option<i64>) -> FfiResult<i64> 
     }
 }
 
-fn hyper_map(json: *const c_char) -> FfiResult<Map<String, Value>> {
-    // SAFETY: the caller's promise, passed through
-    let s = if json.is_null() { String::new() } else { unsafe { cstr(json, "hyper_json")? }.to_string() };
-    if s.trim().is_empty() {
-        return Ok(Map::new());
-    }
-    match serde_json::from_str::<Value>(&s).map_err(|e| arg(format!("hyper_json is not JSON: {e}")))? {
-        Value::Object(m) => Ok(m),
-        v => Err(arg(format!("hyper_json must be an object, got {v}"))),
-    }
-}
-
 /// A learning-rate scheduler `name` over the optimizer `opt`, with PyTorch's arguments as JSON:
 /// `step_lr` (step_size, gamma), `multi_step_lr` (milestones, gamma), `exponential_lr` (gamma),
 /// `cosine_annealing_lr` (T_max, eta_min), `linear_lr` (start_factor, end_factor, total_iters),
@@ -170,7 +150,7 @@ pub unsafe extern "C" fn magpie_scheduler_new(name: *const c_char, opt: i64, hyp
     guard("magpie_scheduler_new", || {
         let o = crate::ptr::out(out_h, "out")?;
         let name = cstr(name, "name")?.to_ascii_lowercase();
-        let m = hyper_map(hyper_json)?;
+        let m = json_object(hyper_json, "hyper_json")?;
         let sched = handles::with_optimizer(opt, |op| -> FfiResult<Box<dyn LrScheduler + Send>> {
             let op: &mut dyn Optimizer = op;
             Ok(match name.as_str() {

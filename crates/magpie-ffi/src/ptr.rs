@@ -70,3 +70,21 @@ pub unsafe fn write_str(s: &str, buf: *mut c_char, cap: usize, len: *mut usize, 
     dst[s.len()] = 0;
     Ok(())
 }
+
+/// A JSON object argument (`{"lr": 0.1}`); NULL or an empty string is an empty object.
+///
+/// # Safety
+/// `p` is null or a NUL-terminated string.
+pub unsafe fn json_object(p: *const c_char, what: &str) -> FfiResult<serde_json::Map<String, serde_json::Value>> {
+    if p.is_null() {
+        return Ok(serde_json::Map::new());
+    }
+    let s = cstr(p, what)?;
+    if s.trim().is_empty() {
+        return Ok(serde_json::Map::new());
+    }
+    match serde_json::from_str::<serde_json::Value>(s).map_err(|e| arg(format!("{what} is not JSON: {e}")))? {
+        serde_json::Value::Object(m) => Ok(m),
+        v => Err(arg(format!("{what} must be a JSON object, got {v}"))),
+    }
+}
