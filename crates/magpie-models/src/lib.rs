@@ -20,6 +20,7 @@ pub mod causal_lm;
 pub mod config;
 pub mod data;
 pub mod embed;
+pub mod fused;
 pub mod generate;
 pub mod gpt;
 pub mod gguf;

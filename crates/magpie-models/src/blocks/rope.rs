@@ -105,6 +105,21 @@ impl Rope {
         Ok(Rope { inv_freq, head_dim })
     }
 
+    /// The angle tables `cos`, `sin` `[positions, head_dim / 2]` in f32 for positions `0..n`, with
+    /// the rounding of [`Rope::tables`] (an f32 product, then cos/sin): what fused kernels read.
+    pub fn half_tables(&self, n: usize) -> (Vec<f32>, Vec<f32>) {
+        let half = self.inv_freq.len();
+        let (mut cos, mut sin) = (Vec::with_capacity(n * half), Vec::with_capacity(n * half));
+        for p in 0..n {
+            for &f in &self.inv_freq {
+                let a = (f * p as f32) as f64;
+                cos.push(a.cos() as f32);
+                sin.push(a.sin() as f32);
+            }
+        }
+        (cos, sin)
+    }
+
     /// `cos` and `sin` tables `[B, 1, T, head_dim]` for position ids `positions` (`B * T` of them,
     /// row-major), in `dtype` on `device`.
     pub fn tables(&self, positions: &[i64], b: usize, t: usize, dtype: DType, device: Device) -> Result<(Tensor, Tensor)> {

@@ -215,3 +215,70 @@ pub fn batched_matmul(a: &Tensor, b: &Tensor) -> Result<Option<Tensor>> {
     })?;
     Ok(Some(out))
 }
+
+/// `c[m, n] = a[m, k] · w[n, k]ᵀ` on raw device buffers (row-major, contiguous rows; `w` is a
+/// `Linear` weight), as one cuBLAS call on `dev`'s stream: what fused engines use for their
+/// projections. `ab` is the dtype of `a` and `w` (f32, f16, bf16, f64), `out` that of `c` (`ab`, or
+/// f32 for f16/bf16 inputs). f32 follows [`allow_tf32`]. Asynchronous; capturable in a CUDA graph.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_nt(dev: &CudaDevice, ab: DType, out: DType, m: usize, n: usize, k: usize, a: u64, w: u64, c: u64) -> Result<()> {
+    use csys::cublasComputeType_t as Ct;
+    use csys::cudaDataType_t as Dt;
+    let op = "linear";
+    let dt = |d: DType| match d {
+        DType::F32 => Some(Dt::CUDA_R_32F),
+        DType::F64 => Some(Dt::CUDA_R_64F),
+        DType::F16 => Some(Dt::CUDA_R_16F),
+        DType::BF16 => Some(Dt::CUDA_R_16BF),
+        _ => None,
+    };
+    let (Some(tab), Some(tc)) = (dt(ab), dt(out)) else {
+        return Err(Error::dtype(op, format!("no cuBLAS product of {ab} into {out}")));
+    };
+    if out != ab && !(out == DType::F32 && matches!(ab, DType::F16 | DType::BF16)) {
+        return Err(Error::dtype(op, format!("no cuBLAS product of {ab} into {out}")));
+    }
+    if m == 0 || n == 0 {
+        return Ok(());
+    }
+    if [m, n, k].iter().any(|&v| v > i32::MAX as usize) || k == 0 {
+        return Err(Error::value(op, format!("unsupported GEMM size {m}x{n}x{k}")));
+    }
+    let compute = match ab {
+        DType::F64 => Ct::CUBLAS_COMPUTE_64F,
+        DType::F32 if allow_tf32() => Ct::CUBLAS_COMPUTE_32F_FAST_TF32,
+        _ => Ct::CUBLAS_COMPUTE_32F,
+    };
+    let (one32, zero32, one64, zero64) = (1f32, 0f32, 1f64, 0f64);
+    let (alpha, beta): (*const c_void, *const c_void) =
+        if ab == DType::F64 { (&one64 as *const f64 as _, &zero64 as *const f64 as _) } else { (&one32 as *const f32 as _, &zero32 as *const f32 as _) };
+    with_handle(dev, |h| {
+        // Row-major c = a wᵀ is column-major cᵀ[n, m] = w aᵀ: row-major w [n, k] is column-major
+        // [k, n] (ld k), taken transposed; row-major a [m, k] is column-major aᵀ [k, m] (ld k).
+        // SAFETY: the caller passes device addresses of buffers holding m*k, n*k and m*n elements.
+        unsafe {
+            cres::gemm_ex(
+                h,
+                csys::cublasOperation_t::CUBLAS_OP_T,
+                csys::cublasOperation_t::CUBLAS_OP_N,
+                n as i32,
+                m as i32,
+                k as i32,
+                alpha,
+                w as *const c_void,
+                tab,
+                k as i32,
+                a as *const c_void,
+                tab,
+                k as i32,
+                beta,
+                c as *mut c_void,
+                tc,
+                n as i32,
+                compute,
+                csys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+            )
+        }
+        .map_err(|e| drv(op, format!("cublasGemmEx: {e:?}")))
+    })
+}

@@ -8,6 +8,8 @@
 #[cfg(feature = "cuda")]
 pub mod alloc;
 #[cfg(feature = "cuda")]
+pub mod attention;
+#[cfg(feature = "cuda")]
 pub mod compile;
 #[cfg(feature = "cuda")]
 pub mod device;
@@ -24,7 +26,11 @@ mod storage;
 #[cfg(feature = "cuda")]
 pub mod blas;
 #[cfg(feature = "cuda")]
+pub mod graph;
+#[cfg(feature = "cuda")]
 pub mod index;
+#[cfg(feature = "cuda")]
+pub mod memcpy;
 #[cfg(feature = "cuda")]
 pub mod kern;
 #[cfg(feature = "cuda")]

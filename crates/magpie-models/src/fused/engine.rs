@@ -1,0 +1,421 @@
+//! The fused decoder: every buffer (activations, the KV cache, logits, sampling state) allocated once
+//! per (model, max batch, max length); prefill in chunks through cuBLAS and flash attention; a decode
+//! step of all layers, the LM head and token selection queued as raw kernel launches over those
+//! buffers, captured once per batch size as a CUDA graph and replayed per token. Only the chosen
+//! token ids come back to the host.
+
+use super::kernels::{Kernels, SampleArgs};
+use super::weights::{DecoderWeights, NormKind, NormW, Spec};
+use magpie_core::backend::cuda::attention::{self, AttnOperand, Causal, DecodeParams, FlashParams};
+use magpie_core::backend::cuda::device::{self, CudaDevice};
+use magpie_core::backend::cuda::elementwise::storage_of;
+use magpie_core::backend::cuda::graph::{self, CudaGraph};
+use magpie_core::backend::cuda::memcpy;
+use magpie_core::backend::cuda::CudaStorage;
+use magpie_core::{DType, Device, Error, Result, Tensor};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Sizes and switches of a [`FusedDecoder`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EngineConfig {
+    /// Sequences decoded together at most.
+    pub max_batch: usize,
+    /// Tokens per sequence at most (prompt plus new tokens): the KV cache's length.
+    pub max_len: usize,
+    /// Prompt tokens per prefill chunk (bounds the activation buffers; long prompts run in chunks).
+    pub prefill_chunk: usize,
+    /// Replay decode steps as CUDA graphs (false: launch the same kernels one by one).
+    pub cuda_graphs: bool,
+    /// Our GEMV kernel for decode projections of 1-4 rows (false: cuBLAS for every product).
+    pub gemv: bool,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig { max_batch: 1, max_len: 2048, prefill_chunk: 4096, cuda_graphs: true, gemv: true }
+    }
+}
+
+/// One device buffer and its address.
+struct Buf {
+    _st: CudaStorage,
+    ptr: u64,
+}
+
+impl Buf {
+    fn new(dev: &Arc<CudaDevice>, dtype: DType, len: usize, what: &str) -> Result<Buf> {
+        let st = CudaStorage::alloc(dev, dtype, len.max(1)).map_err(|e| Error::device("fused", format!("allocating the {what} ({} bytes): {e}", len * dtype.size())))?;
+        let ptr = st.ptr();
+        Ok(Buf { _st: st, ptr })
+    }
+    fn at(&self, elem: usize, dtype: DType) -> u64 {
+        self.ptr + (elem * dtype.size()) as u64
+    }
+}
+
+fn ptr(t: &Tensor) -> Result<u64> {
+    let (p, _) = storage_of("fused", t)?;
+    Ok(p + (t.storage_offset() * t.dtype().size()) as u64)
+}
+
+fn opt_ptr(t: &Option<Tensor>) -> Result<u64> {
+    t.as_ref().map_or(Ok(0), ptr)
+}
+
+/// Raw addresses of one block's weights.
+#[derive(Clone, Copy)]
+struct LayerP {
+    n1: (u64, u64),
+    qkv_w: u64,
+    qkv_b: u64,
+    o_w: u64,
+    o_b: u64,
+    n2: (u64, u64),
+    up_w: u64,
+    up_b: u64,
+    down_w: u64,
+    down_b: u64,
+}
+
+fn norm_p(n: &NormW) -> Result<(u64, u64)> {
+    Ok((ptr(&n.w)?, opt_ptr(&n.b)?))
+}
+
+/// The preallocated state of the engine.
+struct Buffers {
+    x: Buf,
+    h: Buf,
+    qkv: Buf,
+    q: Buf,
+    attn: Buf,
+    o: Buf,
+    mlp: Buf,
+    act: Buf,
+    /// f32 `[max_batch, vocab]`.
+    logits: Buf,
+    /// Per layer: `[max_batch, kv_heads, max_len, head_dim]`.
+    k_cache: Vec<Buf>,
+    v_cache: Vec<Buf>,
+    /// f32 `[max_len, head_dim / 2]` (rotary models).
+    cos: Option<Buf>,
+    sin: Option<Buf>,
+    /// i32 prefill token ids and positions `[chunk]`.
+    pre_tok: Buf,
+    pre_pos: Buf,
+    /// i32 decode state `[max_batch]`: the next input token, its position, the key count.
+    tok: Buf,
+    pos: Buf,
+    kvlen: Buf,
+    /// u8 `[max_batch, vocab]`: tokens seen (repetition penalty).
+    seen: Buf,
+    /// u64 `[max_batch]`: draws made per sequence.
+    ctr: Buf,
+    /// `SampleArgs` read by the selection kernel.
+    sargs: Buf,
+    /// Split-KV decode workspace.
+    ws: Buf,
+}
+
+/// A decoder (GPT-2, Llama, Qwen2) as fused CUDA work. Built from a loaded model; holds its own
+/// references to the weights, so the module tree can be dropped.
+pub struct FusedDecoder {
+    dev: Arc<CudaDevice>,
+    dtype: DType,
+    k: Kernels,
+    w: DecoderWeights,
+    lp: Vec<LayerP>,
+    cfg: EngineConfig,
+    b: Buffers,
+    graphs: HashMap<usize, CudaGraph>,
+}
+
+impl std::fmt::Debug for FusedDecoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "FusedDecoder({}, {}, {:?})", self.w.spec.class, self.dtype, self.cfg)
+    }
+}
+
+impl FusedDecoder {
+    /// Builds the engine for `w` with `cfg`'s sizes: compiles the kernels, allocates every buffer.
+    pub fn new(w: DecoderWeights, cfg: EngineConfig) -> Result<FusedDecoder> {
+        let op = "fused";
+        let s = w.spec.clone();
+        let Device::Cuda(ord) = w.wte.device() else {
+            return Err(Error::device(op, "the fused engine runs on CUDA; the model is on the CPU"));
+        };
+        if cfg.max_batch == 0 || cfg.max_len == 0 || cfg.prefill_chunk == 0 {
+            return Err(Error::value(op, format!("max_batch, max_len and prefill_chunk must be positive, got {cfg:?}")));
+        }
+        if let Some(mp) = s.max_positions {
+            if cfg.max_len > mp {
+                return Err(Error::value(op, format!("max_len {} exceeds the model's {mp} positions", cfg.max_len)));
+            }
+        }
+        if s.heads % s.kv_heads != 0 || s.heads * s.head_dim == 0 {
+            return Err(Error::value(op, format!("{} heads over {} kv heads of dim {}", s.heads, s.kv_heads, s.head_dim)));
+        }
+        let dtype = w.wte.dtype();
+        let dev = device::device(op, ord)?;
+        let k = Kernels::new(&dev, dtype)?;
+        let lp = w
+            .layers
+            .iter()
+            .map(|l| {
+                Ok(LayerP {
+                    n1: norm_p(&l.norm1)?,
+                    qkv_w: ptr(&l.qkv_w)?,
+                    qkv_b: opt_ptr(&l.qkv_b)?,
+                    o_w: ptr(&l.o_w)?,
+                    o_b: opt_ptr(&l.o_b)?,
+                    n2: norm_p(&l.norm2)?,
+                    up_w: ptr(&l.up_w)?,
+                    up_b: opt_ptr(&l.up_b)?,
+                    down_w: ptr(&l.down_w)?,
+                    down_b: opt_ptr(&l.down_b)?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let rows = cfg.max_batch.max(cfg.prefill_chunk.min(cfg.max_len));
+        let (qd, kvd) = (s.heads * s.head_dim, s.kv_heads * s.head_dim);
+        let up = if s.gated { 2 * s.inter } else { s.inter };
+        let cache_len = cfg.max_batch * s.kv_heads * cfg.max_len * s.head_dim;
+        let f32s = DType::F32;
+        let bf = |dt: DType, n: usize, what: &str| Buf::new(&dev, dt, n, what);
+        let (cos, sin) = match &s.rope {
+            Some(r) => {
+                let (c, sn) = r.half_tables(cfg.max_len);
+                let up = |v: Vec<f32>| -> Result<Buf> {
+                    let b = bf(f32s, v.len(), "rotary table")?;
+                    upload(&dev, b.ptr, &v)?;
+                    Ok(b)
+                };
+                (Some(up(c)?), Some(up(sn)?))
+            }
+            None => (None, None),
+        };
+        let dp = decode_params(&s, dtype, cfg.max_batch, cfg.max_len);
+        let b = Buffers {
+            x: bf(dtype, rows * s.hidden, "hidden states")?,
+            h: bf(dtype, rows * s.hidden, "normed hidden states")?,
+            qkv: bf(dtype, rows * (qd + 2 * kvd), "q/k/v projections")?,
+            q: bf(dtype, rows * qd, "queries")?,
+            attn: bf(dtype, rows * qd, "attention output")?,
+            o: bf(dtype, rows * s.hidden, "projection output")?,
+            mlp: bf(dtype, rows * up, "MLP input projection")?,
+            act: bf(dtype, rows * s.inter, "MLP activation")?,
+            logits: bf(f32s, cfg.max_batch * s.vocab, "logits")?,
+            k_cache: (0..w.layers.len()).map(|_| bf(dtype, cache_len, "key cache")).collect::<Result<_>>()?,
+            v_cache: (0..w.layers.len()).map(|_| bf(dtype, cache_len, "value cache")).collect::<Result<_>>()?,
+            cos,
+            sin,
+            pre_tok: bf(DType::I32, rows, "prefill ids")?,
+            pre_pos: bf(DType::I32, rows, "prefill positions")?,
+            tok: bf(DType::I32, cfg.max_batch, "token ids")?,
+            pos: bf(DType::I32, cfg.max_batch, "positions")?,
+            kvlen: bf(DType::I32, cfg.max_batch, "key counts")?,
+            seen: bf(DType::U8, cfg.max_batch * s.vocab, "seen-token marks")?,
+            ctr: bf(DType::I64, cfg.max_batch, "draw counters")?,
+            sargs: bf(DType::U8, std::mem::size_of::<SampleArgs>(), "sampling settings")?,
+            ws: bf(DType::U8, attention::decode_workspace_bytes(&dp), "attention workspace")?,
+        };
+        Ok(FusedDecoder { dev, dtype, k, w, lp, cfg, b, graphs: HashMap::new() })
+    }
+
+    /// The model's shapes.
+    pub fn spec(&self) -> &Spec {
+        &self.w.spec
+    }
+    /// The sizes it was built with.
+    pub fn config(&self) -> EngineConfig {
+        self.cfg
+    }
+    /// The storage dtype.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+    /// The device.
+    pub fn device(&self) -> Device {
+        Device::Cuda(self.dev.ordinal)
+    }
+
+    /// Sets the selection rule of the following [`prefill`](Self::prefill) and
+    /// [`decode_step`](Self::decode_step) calls, and restarts every sequence's draw counter.
+    pub fn set_sampling(&mut self, s: SampleArgs) -> Result<()> {
+        // SAFETY: SampleArgs is plain old data (repr(C), no padding reads on the device side).
+        let bytes = unsafe { std::slice::from_raw_parts(&s as *const SampleArgs as *const u8, std::mem::size_of::<SampleArgs>()) };
+        upload(&self.dev, self.b.sargs.ptr, bytes)?;
+        upload(&self.dev, self.b.ctr.ptr, &vec![0u64; self.cfg.max_batch])
+    }
+
+    /// Runs `prompt` into sequence `row`'s cache (from position 0, in chunks) and selects its first
+    /// new token (read it with [`tokens`](Self::tokens)); the row's logits stay in the logits buffer.
+    pub fn prefill(&mut self, row: usize, prompt: &[u32]) -> Result<()> {
+        let op = "fused.prefill";
+        let s = self.w.spec.clone();
+        if row >= self.cfg.max_batch {
+            return Err(Error::index(op, format!("sequence {row} of an engine built for {} sequences", self.cfg.max_batch)));
+        }
+        if prompt.is_empty() {
+            return Err(Error::value(op, "the prompt is empty"));
+        }
+        if prompt.len() >= self.cfg.max_len {
+            return Err(Error::value(op, format!("the prompt has {} tokens but the cache holds {} (prompt plus new tokens); build the engine with a larger max_len", prompt.len(), self.cfg.max_len)));
+        }
+        if let Some(&bad) = prompt.iter().find(|&&t| t as usize >= s.vocab) {
+            return Err(Error::index(op, format!("token id {bad} is outside the vocabulary (size {})", s.vocab)));
+        }
+        let mut seen = vec![0u8; s.vocab];
+        for &t in prompt {
+            seen[t as usize] = 1;
+        }
+        upload(&self.dev, self.b.seen.at(row * s.vocab, DType::U8), &seen)?;
+        let chunk = self.cfg.prefill_chunk.min(self.cfg.max_len);
+        let mut p0 = 0;
+        for part in prompt.chunks(chunk) {
+            let t = part.len();
+            let ids: Vec<i32> = part.iter().map(|&v| v as i32).collect();
+            let pos: Vec<i32> = (p0..p0 + t).map(|p| p as i32).collect();
+            upload(&self.dev, self.b.pre_tok.ptr, &ids)?;
+            upload(&self.dev, self.b.pre_pos.ptr, &pos)?;
+            self.blocks(t, self.b.pre_tok.ptr, self.b.pre_pos.ptr, 0, Some((row, p0)))?;
+            p0 += t;
+        }
+        // The LM head on the last position, into this row's logits; then select the first token.
+        let last = self.b.h.at(((prompt.len() - 1) % chunk) * s.hidden, self.dtype);
+        let logits = self.b.logits.at(row * s.vocab, DType::F32);
+        self.k.linear(&self.dev, 1, s.vocab, s.hidden, last, ptr(&self.w.lm_head)?, logits, DType::F32, self.cfg.gemv)?;
+        upload(&self.dev, self.b.pos.at(row, DType::I32), &[prompt.len() as i32 - 1])?;
+        self.select(1, row)
+    }
+
+    /// One decode step for sequences `0..batch`: each one's token and position from the device
+    /// state, all layers, the LM head and the selection of the next token. Replays the step's CUDA
+    /// graph (captured on first use for this batch size) unless graphs are off.
+    pub fn decode_step(&mut self, batch: usize) -> Result<()> {
+        let op = "fused.decode";
+        if batch == 0 || batch > self.cfg.max_batch {
+            return Err(Error::value(op, format!("batch {batch} on an engine built for 1..={} sequences", self.cfg.max_batch)));
+        }
+        if !self.cfg.cuda_graphs {
+            return self.step_body(batch);
+        }
+        if !self.graphs.contains_key(&batch) {
+            let dev = self.dev.clone();
+            let g = graph::capture(&dev, || self.step_body(batch))?;
+            self.graphs.insert(batch, g);
+        }
+        match self.graphs.get(&batch) {
+            Some(g) => g.replay(),
+            None => Err(Error::device(op, "the decode graph is missing")),
+        }
+    }
+
+    /// The current token of sequences `0..batch` (waits for the device).
+    pub fn tokens(&self, batch: usize) -> Result<Vec<u32>> {
+        let v: Vec<i32> = download(&self.dev, self.b.tok.ptr, batch.min(self.cfg.max_batch))?;
+        Ok(v.into_iter().map(|t| t.max(0) as u32).collect())
+    }
+
+    /// The f32 logits of sequences `0..batch` from the last prefill / decode step (after the
+    /// repetition penalty, when one is set). Waits for the device.
+    pub fn logits(&self, batch: usize) -> Result<Vec<f32>> {
+        download(&self.dev, self.b.logits.ptr, batch.min(self.cfg.max_batch) * self.w.spec.vocab)
+    }
+
+    fn select(&self, rows: usize, row0: usize) -> Result<()> {
+        let v = self.w.spec.vocab;
+        self.k.select(
+            &self.dev,
+            rows,
+            self.b.logits.at(row0 * v, DType::F32),
+            v,
+            self.b.seen.at(row0 * v, DType::U8),
+            self.b.tok.at(row0, DType::I32),
+            self.b.pos.at(row0, DType::I32),
+            self.b.ctr.at(row0, DType::I64),
+            self.b.sargs.ptr,
+            row0,
+        )
+    }
+
+    fn step_body(&self, batch: usize) -> Result<()> {
+        let s = &self.w.spec;
+        self.blocks(batch, self.b.tok.ptr, self.b.pos.ptr, self.b.kvlen.ptr, None)?;
+        self.k.linear(&self.dev, batch, s.vocab, s.hidden, self.b.h.ptr, ptr(&self.w.lm_head)?, self.b.logits.ptr, DType::F32, self.cfg.gemv)?;
+        self.select(batch, 0)
+    }
+
+    /// Embeddings and every block for `m` rows, leaving the final norm's output in `h`.
+    /// `prefill = Some((row, p0))`: the rows are tokens p0.. of sequence `row`; None: row m is the
+    /// next token of sequence m (a decode step, key counts written to `kvlen`).
+    fn blocks(&self, m: usize, tok: u64, pos: u64, kvlen: u64, prefill: Option<(usize, usize)>) -> Result<()> {
+        let (s, d, k, b) = (&self.w.spec, &*self.dev, &self.k, &self.b);
+        let dt = self.dtype;
+        let (qd, kvd) = (s.heads * s.head_dim, s.kv_heads * s.head_dim);
+        let rms = s.norm == NormKind::Rms;
+        let wpe = self.w.wpe.as_ref().map_or(Ok(0), ptr)?;
+        let gemv = self.cfg.gemv;
+        k.embed(d, m, tok, pos, ptr(&self.w.wte)?, wpe, b.x.ptr, s.hidden, if prefill.is_some() { 0 } else { kvlen })?;
+        let first = self.lp.first().map(|l| l.n1).unwrap_or((ptr(&self.w.final_norm.w)?, opt_ptr(&self.w.final_norm.b)?));
+        k.add_norm(d, m, b.x.ptr, 0, 0, first.0, first.1, b.h.ptr, s.hidden, s.eps, rms)?;
+        let cache_sh = (self.cfg.max_len * s.head_dim) as i64;
+        let cache_sb = s.kv_heads as i64 * cache_sh;
+        let (cos, sin) = (b.cos.as_ref().map_or(0, |x| x.ptr), b.sin.as_ref().map_or(0, |x| x.ptr));
+        let n_layers = self.lp.len();
+        for (li, l) in self.lp.iter().enumerate() {
+            k.linear(d, m, qd + 2 * kvd, s.hidden, b.h.ptr, l.qkv_w, b.qkv.ptr, dt, gemv)?;
+            let seq = prefill.map_or(-1, |(row, _)| row as i32);
+            k.rope_kv(d, m, b.qkv.ptr, l.qkv_b, pos, seq, b.q.ptr, b.k_cache[li].ptr, b.v_cache[li].ptr, cos, sin, (s.heads, s.kv_heads, s.head_dim), (cache_sb, cache_sh))?;
+            match prefill {
+                Some((row, p0)) => {
+                    let p = FlashParams {
+                        dtype: dt,
+                        batch: 1,
+                        n_heads: s.heads,
+                        n_kv_heads: s.kv_heads,
+                        head_dim: s.head_dim,
+                        q_len: m,
+                        kv_len: p0 + m,
+                        scale: s.scale,
+                        causal: Causal::BottomRight,
+                    };
+                    let tok_major = |ptr: u64| AttnOperand { ptr, sb: (m * qd) as i64, sh: s.head_dim as i64, ss: qd as i64 };
+                    let cache = |buf: &Buf| AttnOperand { ptr: buf.at(row * cache_sb as usize, dt), sb: cache_sb, sh: cache_sh, ss: s.head_dim as i64 };
+                    attention::flash_forward(d, &p, tok_major(b.q.ptr), cache(&b.k_cache[li]), cache(&b.v_cache[li]), tok_major(b.attn.ptr), None)?;
+                }
+                None => {
+                    let p = decode_params(s, dt, m, self.cfg.max_len);
+                    let qo = |ptr: u64| AttnOperand { ptr, sb: qd as i64, sh: s.head_dim as i64, ss: 0 };
+                    let cache = |buf: &Buf| AttnOperand { ptr: buf.ptr, sb: cache_sb, sh: cache_sh, ss: s.head_dim as i64 };
+                    attention::flash_decode(d, &p, qo(b.q.ptr), cache(&b.k_cache[li]), cache(&b.v_cache[li]), qo(b.attn.ptr), kvlen, b.ws.ptr)?;
+                }
+            }
+            k.linear(d, m, s.hidden, qd, b.attn.ptr, l.o_w, b.o.ptr, dt, gemv)?;
+            k.add_norm(d, m, b.x.ptr, b.o.ptr, l.o_b, l.n2.0, l.n2.1, b.h.ptr, s.hidden, s.eps, rms)?;
+            let up = if s.gated { 2 * s.inter } else { s.inter };
+            k.linear(d, m, up, s.hidden, b.h.ptr, l.up_w, b.mlp.ptr, dt, gemv)?;
+            k.act(d, m, s.inter, b.mlp.ptr, l.up_b, b.act.ptr, s.act, s.gated)?;
+            k.linear(d, m, s.hidden, s.inter, b.act.ptr, l.down_w, b.o.ptr, dt, gemv)?;
+            let next = if li + 1 < n_layers { self.lp[li + 1].n1 } else { (ptr(&self.w.final_norm.w)?, opt_ptr(&self.w.final_norm.b)?) };
+            k.add_norm(d, m, b.x.ptr, b.o.ptr, l.down_b, next.0, next.1, b.h.ptr, s.hidden, s.eps, rms)?;
+        }
+        Ok(())
+    }
+}
+
+fn decode_params(s: &Spec, dtype: DType, batch: usize, max_len: usize) -> DecodeParams {
+    DecodeParams { dtype, batch, n_heads: s.heads, n_kv_heads: s.kv_heads, head_dim: s.head_dim, max_kv_len: max_len, scale: s.scale }
+}
+
+/// Host values to one of the engine's buffers (queued on the stream).
+fn upload<T: Copy>(dev: &CudaDevice, dst: u64, v: &[T]) -> Result<()> {
+    // SAFETY: every caller passes one of the engine's buffers at an in-range offset.
+    unsafe { memcpy::htod(dev, dst, v) }
+}
+
+/// `n` values from one of the engine's buffers (waits for the stream).
+fn download<T: Copy + Default>(dev: &CudaDevice, src: u64, n: usize) -> Result<Vec<T>> {
+    // SAFETY: every caller reads an in-range prefix of one of the engine's i32 / f32 buffers.
+    unsafe { memcpy::dtoh(dev, src, n) }
+}

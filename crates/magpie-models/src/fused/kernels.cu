@@ -1,0 +1,350 @@
+// Kernels of the fused inference engine (crates/magpie-models/src/fused). The host prepends the
+// core's preamble and `typedef <storage type> T;` (float, bf16_t or half_t) and, for the GEMV,
+// `typedef <output type> OT;`. Every kernel reads what changes between decode steps (token ids,
+// positions, lengths, sampling counters) from device memory, so one captured CUDA graph serves
+// every step. Math is f32; values are rounded to T where the module path rounds them.
+
+template <class X> __device__ __forceinline__ X cvt(float v);
+template <> __device__ __forceinline__ float cvt<float>(float v) { return v; }
+template <> __device__ __forceinline__ bf16_t cvt<bf16_t>(float v) { return f2b(v); }
+template <> __device__ __forceinline__ half_t cvt<half_t>(float v) { return f2h(v); }
+__device__ __forceinline__ float rnd(float v) { return to_f32(cvt<T>(v)); }
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// Sum over the block (blockDim.x a multiple of 32, at most 1024); `red` holds 32 floats.
+__device__ __forceinline__ float block_sum(float v, float* red) {
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    v = warp_sum(v);
+    __syncthreads();
+    if (lane == 0) red[w] = v;
+    __syncthreads();
+    int nw = blockDim.x >> 5;
+    float t = lane < nw ? red[lane] : 0.0f;
+    return warp_sum(t);
+}
+
+// x[m] = wte[tok[m]] (+ wpe[pos[m]]), one block per token. With `kvlen`, also kvlen[m] = pos[m] + 1
+// (a decode step: row m is sequence m, whose cache holds pos[m] tokens before this one).
+extern "C" __global__ void embed(const int* __restrict__ tok, const int* __restrict__ pos, const T* __restrict__ wte, const T* __restrict__ wpe, T* __restrict__ x, int dim, int* __restrict__ kvlen) {
+    int m = blockIdx.x;
+    const T* e = wte + (i64)tok[m] * dim;
+    const T* p = wpe ? wpe + (i64)pos[m] * dim : nullptr;
+    T* o = x + (i64)m * dim;
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+        float v = to_f32(e[i]);
+        if (p) v += to_f32(p[i]);
+        o[i] = cvt<T>(v);
+    }
+    if (kvlen && threadIdx.x == 0) kvlen[m] = pos[m] + 1;
+}
+
+// The residual step and the next norm, one block per row: x[m] += delta[m] + dbias (each nullable;
+// the sum rounded to T like the module path's `x + o`), then h[m] = norm(x[m]): RMSNorm
+// (`rms != 0`: w * round(x * rsqrt(mean(x^2) + eps)), as transformers' LlamaRMSNorm) or LayerNorm
+// ((x - mean) * rsqrt(var + eps) * w + b). Dynamic shared memory: dim floats.
+extern "C" __global__ void add_norm(T* __restrict__ x, const T* __restrict__ delta, const T* __restrict__ dbias, const T* __restrict__ w, const T* __restrict__ b, T* __restrict__ h, int dim, float eps, int rms) {
+    extern __shared__ float row[];
+    __shared__ float red[32];
+    int m = blockIdx.x;
+    T* xr = x + (i64)m * dim;
+    const T* dr = delta ? delta + (i64)m * dim : nullptr;
+    float s = 0.0f;
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+        float v = to_f32(xr[i]);
+        if (dr) {
+            float d = to_f32(dr[i]);
+            if (dbias) d = rnd(d + to_f32(dbias[i]));
+            v = rnd(v + d);
+            xr[i] = cvt<T>(v);
+        }
+        row[i] = v;
+        s += rms ? v * v : v;
+    }
+    float tot = block_sum(s, red);
+    float mean = tot / dim;
+    if (rms) {
+        float r = rsqrtf(mean + eps);
+        for (int i = threadIdx.x; i < dim; i += blockDim.x) h[(i64)m * dim + i] = cvt<T>(to_f32(w[i]) * rnd(row[i] * r));
+    } else {
+        float q = 0.0f;
+        for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+            float d = row[i] - mean;
+            q += d * d;
+        }
+        float var = block_sum(q, red) / dim;
+        float r = rsqrtf(var + eps);
+        for (int i = threadIdx.x; i < dim; i += blockDim.x) h[(i64)m * dim + i] = cvt<T>((row[i] - mean) * r * to_f32(w[i]) + (b ? to_f32(b[i]) : 0.0f));
+    }
+}
+
+// Splits one token's projected q|k|v (row m of qkv [M, (H + 2 KVH) D], plus `bias`), applies the
+// rotary embedding (`cos_t`/`sin_t` [positions, D/2] in f32; null: none) to q and k at position
+// pos[m], writes q to q_out [M, H, D] and k, v into the caches at (sequence, kv head, pos[m]).
+// The sequence is `seq` when >= 0, else m (a decode step). Grid (M, H + 2 KVH), D/2 threads.
+extern "C" __global__ void rope_kv(const T* __restrict__ qkv, const T* __restrict__ bias, const int* __restrict__ pos, int seq, T* __restrict__ q_out, T* __restrict__ kc, T* __restrict__ vc, const float* __restrict__ cos_t, const float* __restrict__ sin_t, int H, int KVH, int D, i64 cache_sb, i64 cache_sh) {
+    int m = blockIdx.x, hh = blockIdx.y, half = D >> 1;
+    int width = (H + 2 * KVH) * D;
+    int p = pos[m];
+    i64 sq = seq >= 0 ? seq : m;
+    const T* src = qkv + (i64)m * width + (i64)hh * D;
+    const T* bs = bias ? bias + (i64)hh * D : nullptr;
+    T* dst;
+    if (hh < H) dst = q_out + ((i64)m * H + hh) * D;
+    else if (hh < H + KVH) dst = kc + sq * cache_sb + (i64)(hh - H) * cache_sh + (i64)p * D;
+    else dst = vc + sq * cache_sb + (i64)(hh - H - KVH) * cache_sh + (i64)p * D;
+    bool rot = cos_t && hh < H + KVH;
+    for (int i = threadIdx.x; i < half; i += blockDim.x) {
+        float a = to_f32(src[i]), b = to_f32(src[i + half]);
+        if (bs) {
+            a = rnd(a + to_f32(bs[i]));
+            b = rnd(b + to_f32(bs[i + half]));
+        }
+        if (rot) {
+            float c = cos_t[(i64)p * half + i], s = sin_t[(i64)p * half + i];
+            float a2 = a * c - b * s, b2 = b * c + a * s;
+            a = a2;
+            b = b2;
+        }
+        dst[i] = cvt<T>(a);
+        dst[i + half] = cvt<T>(b);
+    }
+    if (D & 1) {  // odd head dims carry no rotation in their last element
+        if (threadIdx.x == 0) dst[D - 1] = cvt<T>(to_f32(src[D - 1]) + (bs ? to_f32(bs[D - 1]) : 0.0f));
+    }
+}
+
+__device__ __forceinline__ float gelu_erf(float v) { return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f)); }
+__device__ __forceinline__ float gelu_tanh(float v) { return 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v))); }
+
+// out[m, i] = act(in[m, i] + bias[i]) (kind 0 silu, 1 gelu, 2 gelu tanh, 3 relu), times
+// in[m, I + i] (+ bias[I + i]) when `gated` (the gate | up halves of a fused projection).
+extern "C" __global__ void act(const T* __restrict__ in, const T* __restrict__ bias, T* __restrict__ out, i64 M, int I, int kind, int gated) {
+    i64 n = M * I;
+    int w = gated ? 2 * I : I;
+    for (i64 j = blockIdx.x * (i64)blockDim.x + threadIdx.x; j < n; j += (i64)gridDim.x * blockDim.x) {
+        i64 m = j / I;
+        int i = (int)(j - m * I);
+        float g = to_f32(in[m * w + i]);
+        if (bias) g = rnd(g + to_f32(bias[i]));
+        float a = kind == 0 ? g / (1.0f + expf(-g)) : kind == 1 ? gelu_erf(g) : kind == 2 ? gelu_tanh(g) : fmaxf(g, 0.0f);
+        if (gated) {
+            float u = to_f32(in[m * w + I + i]);
+            if (bias) u = rnd(u + to_f32(bias[I + i]));
+            a = rnd(a) * u;
+        }
+        out[j] = cvt<T>(a);
+    }
+}
+
+// y[m, n] = sum_k x[m, k] w[n, k] for the MB rows of a decode batch: one warp per output row n,
+// 16-byte loads of the weight row (the whole cost: the weights are read once per step), x from
+// L1/L2. Needs k % (16 / sizeof(T)) == 0 and 16-byte aligned rows (the host checks).
+template <int MB>
+__device__ __forceinline__ void gemv_rows(const T* __restrict__ x, const T* __restrict__ w, OT* __restrict__ y, int N, int K) {
+    const int V = 16 / sizeof(T);
+    int lane = threadIdx.x & 31;
+    int n = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (n >= N) return;
+    const uint4* wr = reinterpret_cast<const uint4*>(w + (i64)n * K);
+    int chunks = K / V;
+    float acc[MB];
+#pragma unroll
+    for (int b = 0; b < MB; b++) acc[b] = 0.0f;
+#pragma unroll 4
+    for (int c = lane; c < chunks; c += 32) {
+        MpVec<T, V> wv;
+        wv.raw = __ldg(wr + c);
+#pragma unroll
+        for (int b = 0; b < MB; b++) {
+            MpVec<T, V> xv;
+            xv.raw = __ldg(reinterpret_cast<const uint4*>(x + (i64)b * K) + c);
+#pragma unroll
+            for (int e = 0; e < V; e++) acc[b] += to_f32(wv.v[e]) * to_f32(xv.v[e]);
+        }
+    }
+#pragma unroll
+    for (int b = 0; b < MB; b++) {
+        float s = warp_sum(acc[b]);
+        if (lane == 0) y[(i64)b * N + n] = cvt<OT>(s);
+    }
+}
+extern "C" __global__ void gemv1(const T* x, const T* w, OT* y, int N, int K) { gemv_rows<1>(x, w, y, N, K); }
+extern "C" __global__ void gemv2(const T* x, const T* w, OT* y, int N, int K) { gemv_rows<2>(x, w, y, N, K); }
+extern "C" __global__ void gemv3(const T* x, const T* w, OT* y, int N, int K) { gemv_rows<3>(x, w, y, N, K); }
+extern "C" __global__ void gemv4(const T* x, const T* w, OT* y, int N, int K) { gemv_rows<4>(x, w, y, N, K); }
+
+// ---- token selection: one block (1024 threads) per sequence, over f32 logits [B, V] ----
+
+// Order-preserving map of a float to an unsigned integer (larger float, larger key).
+__device__ __forceinline__ unsigned fkey(float f) {
+    unsigned u = __float_as_uint(f);
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+__device__ __forceinline__ float funkey(unsigned k) { return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k); }
+
+__device__ __forceinline__ u64 splitmix(u64 z) {
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+struct SampleArgs {
+    float temperature;  // <= 0: greedy
+    int top_k;          // 0: off
+    float top_p;        // >= 1: off
+    float penalty;      // 1: off
+    u64 seed;
+};
+
+// Largest unsigned key t with count(key >= t) >= need (the need-th largest key), by bisection on
+// the bits: 32 passes over the row.
+__device__ unsigned kth_key(const float* __restrict__ l, int V, int need, unsigned* shu) {
+    unsigned lo = 0, hi = 0xffffffffu;
+    __shared__ float red[32];
+    while (lo < hi) {
+        unsigned mid = lo + (hi - lo + 1) / 2;
+        float c = 0.0f;
+        for (int i = threadIdx.x; i < V; i += blockDim.x) c += fkey(l[i]) >= mid ? 1.0f : 0.0f;
+        float tot = block_sum(c, red);
+        if (tot >= (float)need) lo = mid; else hi = mid - 1;
+    }
+    return lo;
+}
+
+// Picks row b's next token from logits[b] (after the repetition penalty over seen[b]): the
+// argmax (first on ties) when greedy, else a draw from softmax(logits / temperature) restricted to
+// the top-k and then to the smallest top set whose mass reaches top_p (thresholds found by
+// bisection on the logit values; ties at a threshold stay in). Writes tok[b], marks seen[b, tok],
+// advances pos[b] and the draw counter ctr[b]. Row b is sequence row0 + b (its draws' stream).
+extern "C" __global__ void select_token(float* __restrict__ logits, int V, unsigned char* __restrict__ seen, int* __restrict__ tok, int* __restrict__ pos, u64* __restrict__ ctr, const SampleArgs* __restrict__ sargs, int row0) {
+    const SampleArgs a = *sargs;
+    __shared__ float red[32];
+    __shared__ float sv[32];
+    __shared__ int si[32];
+    __shared__ unsigned shu[2];
+    __shared__ float shf[2];
+    int b = blockIdx.x;
+    float* l = logits + (i64)b * V;
+    unsigned char* sn = seen + (i64)b * V;
+    if (a.penalty != 1.0f) {
+        for (int i = threadIdx.x; i < V; i += blockDim.x)
+            if (sn[i]) l[i] = l[i] < 0.0f ? l[i] * a.penalty : l[i] / a.penalty;
+        __syncthreads();
+    }
+    // argmax (first index on ties; NaN never wins)
+    float best = -INFINITY;
+    int bi = 0x7fffffff;
+    for (int i = threadIdx.x; i < V; i += blockDim.x) {
+        float v = l[i];
+        if (v > best || (bi == 0x7fffffff && !(v != v))) { best = v; bi = i; }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        float ov = __shfl_xor_sync(0xffffffffu, best, o);
+        int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+        if (ov > best || (ov == best && oi < bi)) { best = ov; bi = oi; }
+    }
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    if (lane == 0) { sv[w] = best; si[w] = bi; }
+    __syncthreads();
+    if (w == 0) {
+        best = lane < nw ? sv[lane] : -INFINITY;
+        bi = lane < nw ? si[lane] : 0x7fffffff;
+        for (int o = 16; o > 0; o >>= 1) {
+            float ov = __shfl_xor_sync(0xffffffffu, best, o);
+            int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+            if (ov > best || (ov == best && oi < bi)) { best = ov; bi = oi; }
+        }
+        if (lane == 0) { si[0] = bi == 0x7fffffff ? 0 : bi; sv[0] = best; }
+    }
+    __syncthreads();
+    int pick = si[0];
+    float mx = sv[0];
+    if (a.temperature > 0.0f && mx > -INFINITY) {
+        float inv_t = 1.0f / a.temperature;
+        // top-k: keep keys >= the k-th largest
+        unsigned lo_key = 0;
+        if (a.top_k > 0 && a.top_k < V) lo_key = kth_key(l, V, a.top_k, shu);
+        // softmax mass of the kept set
+        float z = 0.0f;
+        for (int i = threadIdx.x; i < V; i += blockDim.x) {
+            float v = l[i];
+            if (fkey(v) >= lo_key && v > -INFINITY) z += expf((v - mx) * inv_t);
+        }
+        z = block_sum(z, red);
+        // top-p: the largest threshold whose kept mass still reaches top_p * z
+        if (a.top_p < 1.0f) {
+            unsigned lo = lo_key, hi = fkey(mx);
+            float need = a.top_p * z;
+            while (lo < hi) {
+                unsigned mid = lo + (hi - lo + 1) / 2;
+                float s = 0.0f;
+                for (int i = threadIdx.x; i < V; i += blockDim.x) {
+                    float v = l[i];
+                    if (fkey(v) >= mid && v > -INFINITY) s += expf((v - mx) * inv_t);
+                }
+                s = block_sum(s, red);
+                if (s >= need) lo = mid; else hi = mid - 1;
+            }
+            lo_key = lo;
+            z = 0.0f;
+            for (int i = threadIdx.x; i < V; i += blockDim.x) {
+                float v = l[i];
+                if (fkey(v) >= lo_key && v > -INFINITY) z += expf((v - mx) * inv_t);
+            }
+            z = block_sum(z, red);
+        }
+        // draw u in [0, 1) from (seed, row, counter), then find the token where the running mass
+        // (in index order) passes u * z: each thread owns a contiguous chunk.
+        u64 r = splitmix(a.seed ^ splitmix(((u64)(row0 + b) << 40) ^ ctr[b]));
+        float target = (float)((r >> 40) * (1.0 / 16777216.0)) * z;
+        int chunk = (V + blockDim.x - 1) / blockDim.x;
+        int i0 = threadIdx.x * chunk, i1 = min(V, i0 + chunk);
+        float mine = 0.0f;
+        for (int i = i0; i < i1; i++) {
+            float v = l[i];
+            if (fkey(v) >= lo_key && v > -INFINITY) mine += expf((v - mx) * inv_t);
+        }
+        // exclusive prefix over threads (warp scan, then over warps)
+        float inc = mine;
+        for (int o = 1; o < 32; o <<= 1) {
+            float t = __shfl_up_sync(0xffffffffu, inc, o);
+            if (lane >= o) inc += t;
+        }
+        __syncthreads();
+        if (lane == 31) red[w] = inc;
+        __syncthreads();
+        float before = 0.0f;
+        for (int j = 0; j < w; j++) before += red[j];
+        float start = before + inc - mine;
+        if (threadIdx.x == 0) shu[0] = 0xffffffffu;
+        __syncthreads();
+        if (mine > 0.0f && target >= start && target < start + mine) {
+            float acc = start;
+            int got = -1, last = -1;
+            for (int i = i0; i < i1; i++) {
+                float v = l[i];
+                if (fkey(v) >= lo_key && v > -INFINITY) {
+                    last = i;
+                    acc += expf((v - mx) * inv_t);
+                    if (target < acc) { got = i; break; }
+                }
+            }
+            if (got < 0) got = last;
+            atomicMin(&shu[0], (unsigned)got);
+        }
+        __syncthreads();
+        if (shu[0] != 0xffffffffu) pick = (int)shu[0];
+    }
+    if (threadIdx.x == 0) {
+        tok[b] = pick;
+        sn[pick] = 1;
+        pos[b] += 1;
+        ctr[b] += 1;
+    }
+}

@@ -1,0 +1,144 @@
+//! Host side of the engine's kernels (`kernels.cu`): compiled once per storage dtype by NVRTC,
+//! launched on raw device addresses. Every launch is asynchronous and capturable in a CUDA graph.
+
+use magpie_core::backend::cuda::blas;
+use magpie_core::backend::cuda::compile::{self, PREAMBLE};
+use magpie_core::backend::cuda::device::{CudaDevice, Func};
+use magpie_core::backend::cuda::launch::{launch, Args};
+use magpie_core::{DType, Error, Result};
+
+const SRC: &str = include_str!("kernels.cu");
+
+/// The activation of an MLP, as `act`'s `kind`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ActKind {
+    Silu = 0,
+    Gelu = 1,
+    GeluTanh = 2,
+    Relu = 3,
+}
+
+/// What `select_token` does with a row of logits.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SampleArgs {
+    /// <= 0: greedy.
+    pub temperature: f32,
+    /// 0: off.
+    pub top_k: i32,
+    /// >= 1: off.
+    pub top_p: f32,
+    /// 1: off.
+    pub penalty: f32,
+    pub seed: u64,
+}
+
+/// The compiled kernels of one storage dtype.
+pub struct Kernels {
+    pub dtype: DType,
+    embed: Func,
+    add_norm: Func,
+    rope_kv: Func,
+    act: Func,
+    select: Func,
+    /// GEMV for 1..=4 rows, output in the storage dtype.
+    gemv: [Func; 4],
+    /// GEMV for 1..=4 rows with f32 output (the LM head).
+    gemv_f32: [Func; 4],
+}
+
+fn ctype(dt: DType) -> Result<&'static str> {
+    match dt {
+        DType::F32 => Ok("float"),
+        DType::BF16 => Ok("bf16_t"),
+        DType::F16 => Ok("half_t"),
+        d => Err(Error::unsupported("fused", format!("the fused engine runs float32, bfloat16 or float16, not {d}"))),
+    }
+}
+
+impl Kernels {
+    /// Compiles (or loads from the kernel cache) the kernels for `dtype` on `dev`.
+    pub fn new(dev: &CudaDevice, dtype: DType) -> Result<Kernels> {
+        let t = ctype(dtype)?;
+        let src = |ot: &str| format!("{PREAMBLE}\ntypedef {t} T;\ntypedef {ot} OT;\n{SRC}");
+        let same = src(t);
+        let f32o = src("float");
+        let name = |k: &str| format!("fused_{k}_{}", dtype.name());
+        let f = |k: &str| compile::function(dev, &name(k), &same);
+        let g = |k: &str| compile::function(dev, &format!("{}_f32out", name(k)), &f32o);
+        Ok(Kernels {
+            dtype,
+            embed: f("embed")?,
+            add_norm: f("add_norm")?,
+            rope_kv: f("rope_kv")?,
+            act: f("act")?,
+            select: f("select_token")?,
+            gemv: [f("gemv1")?, f("gemv2")?, f("gemv3")?, f("gemv4")?],
+            gemv_f32: [g("gemv1")?, g("gemv2")?, g("gemv3")?, g("gemv4")?],
+        })
+    }
+
+    /// `x[m] = wte[tok[m]] (+ wpe[pos[m]])` for `m < rows`; with `kvlen`, `kvlen[m] = pos[m] + 1`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn embed(&self, dev: &CudaDevice, rows: usize, tok: u64, pos: u64, wte: u64, wpe: u64, x: u64, dim: usize, kvlen: u64) -> Result<()> {
+        let mut a = Args::new();
+        a.push(tok).push(pos).push(wte).push(wpe).push(x).push(dim as i32).push(kvlen);
+        launch(dev, "fused.embed", self.embed, (rows as u32, 1, 1), (256, 1, 1), 0, &mut a)
+    }
+
+    /// `x += delta + dbias` (delta 0: none), then `h = norm(x)` per row.
+    #[allow(clippy::too_many_arguments)]
+    pub fn add_norm(&self, dev: &CudaDevice, rows: usize, x: u64, delta: u64, dbias: u64, w: u64, b: u64, h: u64, dim: usize, eps: f32, rms: bool) -> Result<()> {
+        let threads = if dim >= 4096 { 1024 } else if dim >= 1024 { 512 } else { 256 };
+        let mut a = Args::new();
+        a.push(x).push(delta).push(dbias).push(w).push(b).push(h).push(dim as i32).push(eps).push(rms as i32);
+        launch(dev, "fused.add_norm", self.add_norm, (rows as u32, 1, 1), (threads, 1, 1), (dim * 4) as u32, &mut a)
+    }
+
+    /// Bias, rotary embedding and the KV-cache write of `rows` tokens (see `rope_kv` in kernels.cu).
+    #[allow(clippy::too_many_arguments)]
+    pub fn rope_kv(&self, dev: &CudaDevice, rows: usize, qkv: u64, bias: u64, pos: u64, seq: i32, q_out: u64, kc: u64, vc: u64, cos: u64, sin: u64, heads: (usize, usize, usize), cache_strides: (i64, i64)) -> Result<()> {
+        let (h, kvh, d) = heads;
+        let threads = (d / 2).clamp(32, 256) as u32;
+        let mut a = Args::new();
+        a.push(qkv).push(bias).push(pos).push(seq).push(q_out).push(kc).push(vc).push(cos).push(sin);
+        a.push(h as i32).push(kvh as i32).push(d as i32).push(cache_strides.0).push(cache_strides.1);
+        launch(dev, "fused.rope_kv", self.rope_kv, (rows as u32, (h + 2 * kvh) as u32, 1), (threads, 1, 1), 0, &mut a)
+    }
+
+    /// `out = act(in + bias)` (times the up half when `gated`), `rows x inter` outputs.
+    #[allow(clippy::too_many_arguments)]
+    pub fn act(&self, dev: &CudaDevice, rows: usize, inter: usize, input: u64, bias: u64, out: u64, kind: ActKind, gated: bool) -> Result<()> {
+        let n = rows * inter;
+        let blocks = n.div_ceil(256).clamp(1, dev.sm_count as usize * 8) as u32;
+        let mut a = Args::new();
+        a.push(input).push(bias).push(out).push(rows as i64).push(inter as i32).push(kind as i32).push(gated as i32);
+        launch(dev, "fused.act", self.act, (blocks, 1, 1), (256, 1, 1), 0, &mut a)
+    }
+
+    /// Picks each row's next token from f32 `logits [rows, vocab]`.
+    #[allow(clippy::too_many_arguments)]
+    /// Each row's buffers start at the given addresses; `sargs` addresses a [`SampleArgs`] and
+    /// `row0` is the first row's sequence index (it seeds the row's draws).
+    pub fn select(&self, dev: &CudaDevice, rows: usize, logits: u64, vocab: usize, seen: u64, tok: u64, pos: u64, ctr: u64, sargs: u64, row0: usize) -> Result<()> {
+        let mut a = Args::new();
+        a.push(logits).push(vocab as i32).push(seen).push(tok).push(pos).push(ctr).push(sargs).push(row0 as i32);
+        launch(dev, "fused.select_token", self.select, (rows as u32, 1, 1), (1024, 1, 1), 0, &mut a)
+    }
+
+    /// `y[m, n] = x[m, k] · w[n, k]ᵀ`: our GEMV for 1 to 4 rows where its alignment holds (the
+    /// decode case: the weights dominate), cuBLAS otherwise. `out` is the storage dtype or f32.
+    #[allow(clippy::too_many_arguments)]
+    pub fn linear(&self, dev: &CudaDevice, m: usize, n: usize, k: usize, x: u64, w: u64, y: u64, out: DType, use_gemv: bool) -> Result<()> {
+        let vec = 16 / self.dtype.size();
+        let aligned = k % vec == 0 && x % 16 == 0 && w % 16 == 0;
+        if use_gemv && (1..=4).contains(&m) && aligned && n > 0 {
+            let f = if out == self.dtype { self.gemv[m - 1] } else { self.gemv_f32[m - 1] };
+            let warps = 4u32;
+            let mut a = Args::new();
+            a.push(x).push(w).push(y).push(n as i32).push(k as i32);
+            return launch(dev, "fused.gemv", f, (n.div_ceil(warps as usize) as u32, 1, 1), (32 * warps, 1, 1), 0, &mut a);
+        }
+        blas::gemm_nt(dev, self.dtype, out, m, n, k, x, w, y)
+    }
+}

@@ -1,0 +1,60 @@
+//! The fused inference path on CUDA: a decoder (GPT-2, Llama 3, Qwen2) as raw kernel launches over
+//! preallocated device buffers: fused norm + residual, bias + rotary embedding + KV-cache write,
+//! flash attention (prefill) and split-KV decoding, GEMV for decode projections (cuBLAS for wider
+//! products), token selection on the GPU, and the whole decode step replayed as one CUDA graph.
+//! It reads the weights the module path loaded and is tested against it (`tests/fused.rs`).
+//!
+//! ```no_run
+//! use magpie_models::auto::AutoModel;
+//! use magpie_models::fused::{EngineConfig, FusedDecoder};
+//! use magpie_models::generate::GenerationConfig;
+//! use magpie_models::hub::LoadOptions;
+//! # fn main() -> magpie_core::Result<()> {
+//! let opts = LoadOptions { dtype: magpie_core::DType::BF16, device: magpie_core::Device::Cuda(0) };
+//! let model = AutoModel::from_pretrained("path/to/llama", &opts)?;
+//! let mut engine = FusedDecoder::from_model(&model, EngineConfig { max_len: 512, ..EngineConfig::default() })?;
+//! drop(model); // the engine holds the weights it reads
+//! let cfg = GenerationConfig { max_new_tokens: 32, ..GenerationConfig::default() };
+//! let out = engine.generate(&[vec![1, 2, 3]], &cfg, |_| Ok(()))?;
+//! # let _ = out; Ok(()) }
+//! ```
+
+mod engine;
+mod generate;
+mod kernels;
+mod weights;
+
+pub use engine::{EngineConfig, FusedDecoder};
+pub use generate::sample_args;
+pub use kernels::{ActKind, SampleArgs};
+pub use weights::{DecoderWeights, NormKind, Spec};
+
+use crate::auto::AutoModel;
+use magpie_core::Result;
+
+impl FusedDecoder {
+    /// The engine for a loaded decoder on CUDA (see [`DecoderWeights::from_model`] for what it
+    /// covers); the model's weights are shared, not copied, except the fused q/k/v and gate/up
+    /// matrices (and GPT-2's transposed projections).
+    pub fn from_model(model: &AutoModel, cfg: EngineConfig) -> Result<FusedDecoder> {
+        FusedDecoder::new(DecoderWeights::from_model(model)?, cfg)
+    }
+}
+
+/// Why `model` cannot run on the fused path (None when it can): an encoder, a CPU model, a dtype
+/// other than float32/bfloat16/float16.
+pub fn unsupported_reason(model: &AutoModel) -> Option<String> {
+    use crate::auto::ModelKind;
+    let w = match &model.kind {
+        ModelKind::Llama(m) => &m.model.embed_tokens.weight,
+        ModelKind::Gpt2(m) => &m.transformer.wte.weight,
+        _ => return Some(format!("the fused path covers GPT-2, Llama and Qwen2, not {}", model.architecture.class_name())),
+    };
+    if !w.device().is_cuda() {
+        return Some("the fused path runs on CUDA".into());
+    }
+    if !matches!(w.dtype(), magpie_core::DType::F32 | magpie_core::DType::BF16 | magpie_core::DType::F16) {
+        return Some(format!("the fused path runs float32, bfloat16 or float16, not {}", w.dtype()));
+    }
+    None
+}
