@@ -1,5 +1,6 @@
 //! `magpie generate`, `magpie forward` and `magpie embed`: pretrained Hugging Face models (a folder
-//! as `save_pretrained` writes it) on the module path.
+//! as `save_pretrained` writes it). `generate` on CUDA runs the fused engine where it covers the
+//! model (`--path module` selects the module path), everything else the module path.
 
 use clap::Args;
 use magpie_core::backend::cuda;
@@ -7,7 +8,8 @@ use magpie_core::{DType, Device, Error, Result, Tensor};
 use magpie_io::safetensors;
 use magpie_models::auto::AutoModel;
 use magpie_models::embed::{Pooling, SentenceEncoder};
-use magpie_models::generate::{generate, GenerationConfig};
+use magpie_models::fused::{self, EngineConfig, FusedDecoder};
+use magpie_models::generate::generate;
 use magpie_models::hf_tokenizer::{DecodeStream, HfTokenizer};
 use magpie_models::hub::LoadOptions;
 use std::io::Write;
@@ -76,6 +78,10 @@ pub struct GenerateArgs {
     /// Print only the new token ids, space-separated, on one line.
     #[arg(long)]
     pub print_ids: bool,
+    /// fused (the CUDA inference engine), module (the nn modules) or auto: fused on CUDA where it
+    /// covers the model, else module with a one-line notice.
+    #[arg(long, default_value = "auto", value_parser = ["auto", "fused", "module"])]
+    pub path: String,
     #[command(flatten)]
     pub place: Placement,
 }
@@ -133,17 +139,40 @@ pub fn generate_cmd(a: GenerateArgs) -> Result<()> {
     if let Some(r) = a.repetition_penalty {
         cfg.repetition_penalty = r;
     }
-    run_generation(lm, &prompt, &cfg, if a.print_ids { None } else { tok.as_ref() })
+    let shown = if a.print_ids { None } else { tok.as_ref() };
+    let fused = match (a.path.as_str(), opts.device, fused::unsupported_reason(&model)) {
+        ("module", _, _) => false,
+        ("fused", Device::Cpu, _) => return Err(Error::value("generate", "--path fused runs on CUDA; add --device cuda")),
+        ("fused", _, Some(why)) => return Err(Error::unsupported("generate", format!("--path fused: {why}"))),
+        (_, Device::Cuda(_), None) => true,
+        (_, Device::Cuda(_), Some(why)) => {
+            eprintln!("magpie generate: {why}; using the module path");
+            false
+        }
+        _ => false,
+    };
+    if fused {
+        // The cache holds exactly this prompt and its new tokens (generate checks the model's limit).
+        let max_len = prompt.len() + cfg.max_new_tokens.max(1);
+        let max_len = lm.max_positions().map_or(max_len, |m| max_len.min(m.max(prompt.len() + 1)));
+        let mut engine = FusedDecoder::from_model(&model, EngineConfig { max_len, ..EngineConfig::default() })?;
+        drop(model);
+        return run_generation(&prompt, shown, |on_step| engine.generate(&[prompt.clone()], &cfg, on_step));
+    }
+    run_generation(&prompt, shown, |on_step| generate(lm, &[prompt.clone()], &cfg, on_step))
 }
 
-fn run_generation(lm: &dyn magpie_models::causal_lm::CausalLm, prompt: &[u32], cfg: &GenerationConfig, tok: Option<&HfTokenizer>) -> Result<()> {
+type StepFn<'a> = &'a mut dyn FnMut(&[Option<u32>]) -> Result<()>;
+
+/// Streams the text (or prints the ids) of what `run` generates after `prompt`.
+fn run_generation(prompt: &[u32], tok: Option<&HfTokenizer>, run: impl FnOnce(StepFn<'_>) -> Result<Vec<Vec<u32>>>) -> Result<()> {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let io = |e: std::io::Error| Error::io("generate", format!("cannot write to stdout: {e}"));
     let mut stream = tok.map(DecodeStream::new);
     // the prompt's text goes out with the first token, after generate has checked its input
     let mut echo = tok.map(|t| t.decode(prompt, true)).transpose()?;
-    let new = generate(lm, &[prompt.to_vec()], cfg, |step| {
+    let new = run(&mut |step: &[Option<u32>]| {
         if let Some(p) = echo.take() {
             write!(out, "{p}").map_err(io)?;
         }

@@ -9,6 +9,7 @@ template <> __device__ __forceinline__ float cvt<float>(float v) { return v; }
 template <> __device__ __forceinline__ bf16_t cvt<bf16_t>(float v) { return f2b(v); }
 template <> __device__ __forceinline__ half_t cvt<half_t>(float v) { return f2h(v); }
 __device__ __forceinline__ float rnd(float v) { return to_f32(cvt<T>(v)); }
+#define MP_INF __int_as_float(0x7f800000)
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
@@ -228,7 +229,6 @@ extern "C" __global__ void select_token(float* __restrict__ logits, int V, unsig
     __shared__ float sv[32];
     __shared__ int si[32];
     __shared__ unsigned shu[2];
-    __shared__ float shf[2];
     int b = blockIdx.x;
     float* l = logits + (i64)b * V;
     unsigned char* sn = seen + (i64)b * V;
@@ -238,7 +238,7 @@ extern "C" __global__ void select_token(float* __restrict__ logits, int V, unsig
         __syncthreads();
     }
     // argmax (first index on ties; NaN never wins)
-    float best = -INFINITY;
+    float best = -MP_INF;
     int bi = 0x7fffffff;
     for (int i = threadIdx.x; i < V; i += blockDim.x) {
         float v = l[i];
@@ -253,7 +253,7 @@ extern "C" __global__ void select_token(float* __restrict__ logits, int V, unsig
     if (lane == 0) { sv[w] = best; si[w] = bi; }
     __syncthreads();
     if (w == 0) {
-        best = lane < nw ? sv[lane] : -INFINITY;
+        best = lane < nw ? sv[lane] : -MP_INF;
         bi = lane < nw ? si[lane] : 0x7fffffff;
         for (int o = 16; o > 0; o >>= 1) {
             float ov = __shfl_xor_sync(0xffffffffu, best, o);
@@ -265,7 +265,7 @@ extern "C" __global__ void select_token(float* __restrict__ logits, int V, unsig
     __syncthreads();
     int pick = si[0];
     float mx = sv[0];
-    if (a.temperature > 0.0f && mx > -INFINITY) {
+    if (a.temperature > 0.0f && mx > -MP_INF) {
         float inv_t = 1.0f / a.temperature;
         // top-k: keep keys >= the k-th largest
         unsigned lo_key = 0;
@@ -274,7 +274,7 @@ extern "C" __global__ void select_token(float* __restrict__ logits, int V, unsig
         float z = 0.0f;
         for (int i = threadIdx.x; i < V; i += blockDim.x) {
             float v = l[i];
-            if (fkey(v) >= lo_key && v > -INFINITY) z += expf((v - mx) * inv_t);
+            if (fkey(v) >= lo_key && v > -MP_INF) z += expf((v - mx) * inv_t);
         }
         z = block_sum(z, red);
         // top-p: the largest threshold whose kept mass still reaches top_p * z
@@ -286,7 +286,7 @@ extern "C" __global__ void select_token(float* __restrict__ logits, int V, unsig
                 float s = 0.0f;
                 for (int i = threadIdx.x; i < V; i += blockDim.x) {
                     float v = l[i];
-                    if (fkey(v) >= mid && v > -INFINITY) s += expf((v - mx) * inv_t);
+                    if (fkey(v) >= mid && v > -MP_INF) s += expf((v - mx) * inv_t);
                 }
                 s = block_sum(s, red);
                 if (s >= need) lo = mid; else hi = mid - 1;
@@ -295,7 +295,7 @@ extern "C" __global__ void select_token(float* __restrict__ logits, int V, unsig
             z = 0.0f;
             for (int i = threadIdx.x; i < V; i += blockDim.x) {
                 float v = l[i];
-                if (fkey(v) >= lo_key && v > -INFINITY) z += expf((v - mx) * inv_t);
+                if (fkey(v) >= lo_key && v > -MP_INF) z += expf((v - mx) * inv_t);
             }
             z = block_sum(z, red);
         }
@@ -308,7 +308,7 @@ extern "C" __global__ void select_token(float* __restrict__ logits, int V, unsig
         float mine = 0.0f;
         for (int i = i0; i < i1; i++) {
             float v = l[i];
-            if (fkey(v) >= lo_key && v > -INFINITY) mine += expf((v - mx) * inv_t);
+            if (fkey(v) >= lo_key && v > -MP_INF) mine += expf((v - mx) * inv_t);
         }
         // exclusive prefix over threads (warp scan, then over warps)
         float inc = mine;
@@ -329,7 +329,7 @@ extern "C" __global__ void select_token(float* __restrict__ logits, int V, unsig
             int got = -1, last = -1;
             for (int i = i0; i < i1; i++) {
                 float v = l[i];
-                if (fkey(v) >= lo_key && v > -INFINITY) {
+                if (fkey(v) >= lo_key && v > -MP_INF) {
                     last = i;
                     acc += expf((v - mx) * inv_t);
                     if (target < acc) { got = i; break; }

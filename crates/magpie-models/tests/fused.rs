@@ -1,0 +1,275 @@
+//! The fused CUDA engine against the module path (its reference) and transformers' fixtures:
+//! greedy tokens equal in float32 (and equal to transformers' greedy generations), prefill and
+//! decode logits within float32 / bfloat16 tolerances of the module path, CUDA-graph replay equal
+//! to eager launches, chunked prefill equal to one chunk, batches of different prompt lengths equal
+//! to single rows, sampling seeded and inside top-k, and bad inputs as errors. Model shapes: the tiny
+//! fixtures (head dim 16) and random models with head dim 64 (the tensor-core attention path).
+//! Skips without CUDA unless `MAGPIE_REQUIRE_CUDA=1`.
+
+use magpie_core::autograd::no_grad;
+use magpie_core::backend::cuda;
+use magpie_core::{DType, Device, Tensor};
+use magpie_io::safetensors;
+use magpie_models::auto::AutoModel;
+use magpie_models::fused::{EngineConfig, FusedDecoder};
+use magpie_models::generate::{generate, GenerationConfig};
+use magpie_models::hub::LoadOptions;
+use magpie_models::positions::StepInputs;
+use std::path::{Path, PathBuf};
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hf").join(name)
+}
+
+fn gpu() -> bool {
+    if cuda::is_available() {
+        return true;
+    }
+    if std::env::var("MAGPIE_REQUIRE_CUDA").is_ok_and(|v| v == "1") {
+        panic!("MAGPIE_REQUIRE_CUDA=1 but CUDA is not available: {}", cuda::unavailable("test"));
+    }
+    eprintln!("skipped: no CUDA");
+    false
+}
+
+const DEV: Device = Device::Cuda(0);
+
+fn load(dir: &Path, dtype: DType) -> AutoModel {
+    AutoModel::from_pretrained(dir, &LoadOptions { dtype, device: DEV }).unwrap()
+}
+
+fn greedy(n: usize) -> GenerationConfig {
+    GenerationConfig { max_new_tokens: n, eos_token_ids: Vec::new(), ..GenerationConfig::default() }
+}
+
+fn engine(m: &AutoModel, max_batch: usize, max_len: usize) -> FusedDecoder {
+    FusedDecoder::from_model(m, EngineConfig { max_batch, max_len, ..EngineConfig::default() }).unwrap()
+}
+
+/// The module path's last-position logits after `prompt` (f32 on the host).
+fn module_last_logits(m: &AutoModel, prompt: &[u32]) -> Vec<f32> {
+    let _g = no_grad();
+    let lm = m.as_causal_lm().unwrap();
+    let ids = Tensor::from_vec(prompt.iter().map(|&v| v as i64).collect::<Vec<_>>(), &[1, prompt.len()]).unwrap().to_device(DEV).unwrap();
+    let mut cache = lm.new_cache(1, prompt.len()).unwrap();
+    let step = StepInputs::new(&ids, None, None, 0).unwrap();
+    let lg = lm.forward_cached(&step, &mut cache).unwrap();
+    lg.select(1, -1).unwrap().to_dtype(DType::F32).unwrap().to_device(Device::Cpu).unwrap().contiguous().unwrap().to_vec::<f32>().unwrap()
+}
+
+/// max |a - b| / max(1, max |b|).
+fn rel_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    let scale = b.iter().fold(1f32, |m, v| m.max(v.abs()));
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0f32, f32::max) / scale
+}
+
+fn reference_greedy(name: &str) -> (Vec<u32>, Vec<u32>) {
+    let r = safetensors::load(fixture(name).join("reference.safetensors")).unwrap();
+    let ids: Vec<u32> = r.get("input_ids").unwrap().to_vec::<i64>().unwrap().into_iter().map(|x| x as u32).collect();
+    let all: Vec<u32> = r.get("greedy").unwrap().to_vec::<i64>().unwrap().into_iter().map(|x| x as u32).collect();
+    (ids.clone(), all[ids.len()..].to_vec())
+}
+
+/// A random-weight model folder with head dim 64 (the shapes of the real models' attention).
+fn random_model(dir: &Path, arch: &str) -> PathBuf {
+    let cfg = match arch {
+        "llama" => serde_json::json!({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 256,
+            "intermediate_size": 512, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
+            "vocab_size": 1000, "max_position_embeddings": 4096, "rms_norm_eps": 1e-5, "rope_theta": 500000.0,
+            "rope_scaling": {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 256},
+            "tie_word_embeddings": true, "hidden_act": "silu"}),
+        _ => serde_json::json!({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": 256, "n_layer": 2, "n_head": 4,
+            "vocab_size": 1000, "n_positions": 1024, "activation_function": "gelu_new"}),
+    };
+    let d = dir.join(arch);
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(d.join("config.json"), cfg.to_string()).unwrap();
+    d
+}
+
+fn random(dir: &Path, arch: &str, dtype: DType) -> AutoModel {
+    AutoModel::from_config_random(random_model(dir, arch), &LoadOptions { dtype, device: DEV }, 7).unwrap()
+}
+
+#[test]
+fn float32_greedy_equals_module_path_and_transformers() {
+    if !gpu() {
+        return;
+    }
+    for name in ["tiny-gpt2", "tiny-llama", "tiny-qwen2"] {
+        let m = load(&fixture(name), DType::F32);
+        let (ids, want) = reference_greedy(name);
+        let mut e = engine(&m, 1, ids.len() + want.len());
+        let mut streamed = Vec::new();
+        let got = e.generate(&[ids.clone()], &greedy(want.len()), |s| {
+            streamed.push(s[0].unwrap());
+            Ok(())
+        });
+        let got = got.unwrap();
+        assert_eq!(got[0], want, "{name}: fused greedy tokens differ from transformers'");
+        assert_eq!(streamed, want, "{name}: the callback sees every token");
+        let module = generate(m.as_causal_lm().unwrap(), &[ids.clone()], &greedy(want.len()), |_| Ok(())).unwrap();
+        assert_eq!(got, module, "{name}: fused and module path differ");
+    }
+}
+
+#[test]
+fn prefill_and_decode_logits_match_module_path() {
+    if !gpu() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let prompt: Vec<u32> = (0..37).map(|i| (i * 37 + 11) % 500).collect();
+    let mut cases: Vec<(String, AutoModel, f32)> = Vec::new();
+    for name in ["tiny-gpt2", "tiny-llama", "tiny-qwen2"] {
+        cases.push((format!("{name} f32"), load(&fixture(name), DType::F32), 1e-4));
+        cases.push((format!("{name} bf16"), load(&fixture(name), DType::BF16), 3e-2));
+    }
+    for arch in ["llama", "gpt2"] {
+        cases.push((format!("random {arch} f32"), random(tmp.path(), arch, DType::F32), 1e-4));
+        cases.push((format!("random {arch} bf16"), random(tmp.path(), arch, DType::BF16), 3e-2));
+        cases.push((format!("random {arch} f16"), random(tmp.path(), arch, DType::F16), 1e-2));
+    }
+    for (label, m, tol) in &cases {
+        let mut e = engine(m, 1, 64);
+        e.set_sampling(magpie_models::fused::sample_args(&greedy(1))).unwrap();
+        e.prefill(0, &prompt).unwrap();
+        let d = rel_diff(&e.logits(1).unwrap(), &module_last_logits(m, &prompt));
+        assert!(d <= *tol, "{label}: prefill logits differ from the module path by {d} (tolerance {tol})");
+        // three decode steps: the module path fed the fused path's tokens
+        let mut seq = prompt.clone();
+        for step in 0..3 {
+            seq.push(e.tokens(1).unwrap()[0]);
+            e.decode_step(1).unwrap();
+            let d = rel_diff(&e.logits(1).unwrap(), &module_last_logits(m, &seq));
+            assert!(d <= *tol, "{label}: decode step {step} logits differ from the module path by {d} (tolerance {tol})");
+        }
+    }
+}
+
+#[test]
+fn graph_replay_equals_eager_launches_and_gemv_equals_cublas() {
+    if !gpu() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    for dtype in [DType::F32, DType::BF16] {
+        let m = random(tmp.path(), "llama", dtype);
+        let prompts = vec![vec![3u32, 14, 15, 92, 65], vec![35u32, 89, 79]];
+        let run = |graphs: bool, gemv: bool| {
+            let mut e = FusedDecoder::from_model(&m, EngineConfig { max_batch: 2, max_len: 64, cuda_graphs: graphs, gemv, ..EngineConfig::default() }).unwrap();
+            let toks = e.generate(&prompts, &greedy(20), |_| Ok(())).unwrap();
+            (toks, e.logits(2).unwrap())
+        };
+        let (eager, eager_logits) = run(false, true);
+        let (graph, graph_logits) = run(true, true);
+        assert_eq!(eager, graph, "{dtype}: graph replay and eager launches choose different tokens");
+        assert_eq!(eager_logits, graph_logits, "{dtype}: graph replay and eager launches give different logits");
+        let (_, cublas_logits) = run(true, false);
+        let d = rel_diff(&graph_logits, &cublas_logits);
+        assert!(d < if dtype == DType::F32 { 1e-4 } else { 3e-2 }, "{dtype}: GEMV and cuBLAS logits differ by {d}");
+    }
+}
+
+#[test]
+fn batches_of_different_lengths_and_chunked_prefill_equal_single_rows() {
+    if !gpu() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    for (label, m) in [("tiny-llama", load(&fixture("tiny-llama"), DType::F32)), ("random gpt2", random(tmp.path(), "gpt2", DType::F32)), ("random llama", random(tmp.path(), "llama", DType::F32))] {
+        let prompts: Vec<Vec<u32>> = vec![(0..23).map(|i| (i * 7 + 1) % 400).collect(), vec![11, 4], (0..9).map(|i| i * 3 + 2).collect(), vec![250]];
+        let mut e = engine(&m, 5, 64);
+        let batched = e.generate(&prompts, &greedy(12), |_| Ok(())).unwrap();
+        for (p, got) in prompts.iter().zip(&batched) {
+            let alone = e.generate(&[p.clone()], &greedy(12), |_| Ok(())).unwrap();
+            assert_eq!(got, &alone[0], "{label}: prompt {p:?} generates differently inside a batch");
+            let module = generate(m.as_causal_lm().unwrap(), &[p.clone()], &greedy(12), |_| Ok(())).unwrap();
+            assert_eq!(got, &module[0], "{label}: prompt {p:?}: fused and module path differ");
+        }
+        // prefill in chunks of 5 tokens = one chunk
+        let mut c = FusedDecoder::from_model(&m, EngineConfig { max_batch: 1, max_len: 64, prefill_chunk: 5, ..EngineConfig::default() }).unwrap();
+        let chunked = c.generate(&prompts[..1], &greedy(12), |_| Ok(())).unwrap();
+        assert_eq!(chunked[0], batched[0], "{label}: chunked prefill changes the generation");
+        let mut one = engine(&m, 1, 64);
+        one.set_sampling(magpie_models::fused::sample_args(&greedy(1))).unwrap();
+        one.prefill(0, &prompts[0]).unwrap();
+        c.prefill(0, &prompts[0]).unwrap();
+        let d = rel_diff(&c.logits(1).unwrap(), &one.logits(1).unwrap());
+        assert!(d < 1e-5, "{label}: chunked prefill logits differ by {d}");
+    }
+}
+
+#[test]
+fn sampling_on_the_gpu_is_seeded_inside_top_k_and_stops_at_eos() {
+    if !gpu() {
+        return;
+    }
+    let m = load(&fixture("tiny-llama"), DType::F32);
+    let p = vec![vec![1u32, 20, 30, 40]];
+    let mut e = engine(&m, 2, 64);
+    let cfg = |seed| GenerationConfig { max_new_tokens: 16, do_sample: true, temperature: 1.5, top_k: Some(50), top_p: Some(0.95), seed, eos_token_ids: Vec::new(), ..GenerationConfig::default() };
+    let a = e.generate(&p, &cfg(1), |_| Ok(())).unwrap();
+    let b = e.generate(&p, &cfg(1), |_| Ok(())).unwrap();
+    let c = e.generate(&p, &cfg(2), |_| Ok(())).unwrap();
+    assert_eq!(a, b, "same seed, same tokens");
+    assert_ne!(a, c, "different seeds, different tokens");
+    let g = e.generate(&p, &greedy(16), |_| Ok(())).unwrap();
+    let k1 = e.generate(&p, &GenerationConfig { top_k: Some(1), ..cfg(5) }, |_| Ok(())).unwrap();
+    assert_eq!(g, k1, "top_k = 1 is greedy");
+    let p1 = e.generate(&p, &GenerationConfig { top_k: None, top_p: Some(1e-6), ..cfg(6) }, |_| Ok(())).unwrap();
+    assert_eq!(g, p1, "a tiny top_p keeps only the most likely token");
+    // every first token drawn with top_k = 3 is among the 3 largest logits; over many seeds more than one shows up
+    let logits = module_last_logits(&m, &p[0]);
+    let mut order: Vec<usize> = (0..logits.len()).collect();
+    order.sort_by(|&x, &y| logits[y].total_cmp(&logits[x]));
+    let mut seen = std::collections::BTreeSet::new();
+    for seed in 0..40 {
+        let t = e.generate(&p, &GenerationConfig { max_new_tokens: 1, top_k: Some(3), top_p: None, temperature: 50.0, ..cfg(seed) }, |_| Ok(())).unwrap()[0][0] as usize;
+        assert!(order[..3].contains(&t), "seed {seed}: token {t} is not in the top 3 {:?}", &order[..3]);
+        seen.insert(t);
+    }
+    assert!(seen.len() > 1, "a hot top-3 draw always gave {seen:?}");
+    // eos stops a row; the other row goes on
+    let eos = g[0][2];
+    let first = g[0].iter().position(|&t| t == eos).unwrap();
+    let stopped = e.generate(&[p[0].clone(), vec![7, 7, 7]], &GenerationConfig { eos_token_ids: vec![eos], ..greedy(16) }, |_| Ok(())).unwrap();
+    assert_eq!(stopped[0], g[0][..=first]);
+    // repetition penalty: as the module path
+    let pen = GenerationConfig { repetition_penalty: 1.7, ..greedy(16) };
+    let fused = e.generate(&p, &pen, |_| Ok(())).unwrap();
+    let module = generate(m.as_causal_lm().unwrap(), &p, &pen, |_| Ok(())).unwrap();
+    assert_eq!(fused, module, "repetition penalty: fused and module path differ");
+}
+
+#[test]
+fn bad_inputs_are_errors() {
+    if !gpu() {
+        return;
+    }
+    let m = load(&fixture("tiny-llama"), DType::F32);
+    let mut e = engine(&m, 2, 16);
+    let msg = |r: magpie_core::Result<Vec<Vec<u32>>>| r.err().map(|e| e.to_string()).unwrap_or_default();
+    let long: Vec<u32> = (0..20).collect();
+    assert!(msg(e.generate(&[long], &greedy(2), |_| Ok(()))).contains("cache"), "prompt longer than the cache");
+    assert!(msg(e.generate(&[vec![1; 10]], &greedy(10), |_| Ok(()))).contains("cache"), "prompt + new tokens past the cache");
+    assert!(msg(e.generate(&[vec![1], vec![2], vec![3]], &greedy(2), |_| Ok(()))).contains("at most 2"), "batch larger than allocated");
+    assert!(msg(e.generate(&[vec![100_000]], &greedy(2), |_| Ok(()))).contains("vocabulary"), "token outside the vocabulary");
+    assert!(msg(e.generate(&[vec![]], &greedy(2), |_| Ok(()))).contains("at least one token"));
+    assert!(e.decode_step(3).is_err());
+    // the engine still works after the errors
+    let (ids, want) = reference_greedy("tiny-llama");
+    let mut ok = engine(&m, 1, ids.len() + want.len());
+    assert_eq!(ok.generate(&[ids], &greedy(want.len()), |_| Ok(())).unwrap()[0], want);
+    // what the fused path does not cover
+    let bert = load(&fixture("tiny-bert"), DType::F32);
+    assert!(magpie_models::fused::unsupported_reason(&bert).is_some());
+    assert!(FusedDecoder::from_model(&bert, EngineConfig::default()).is_err());
+    let cpu = AutoModel::from_pretrained(fixture("tiny-llama"), &LoadOptions { dtype: DType::F32, device: Device::Cpu }).unwrap();
+    assert!(magpie_models::fused::unsupported_reason(&cpu).is_some());
+    assert!(FusedDecoder::from_model(&cpu, EngineConfig::default()).is_err());
+    // GPT-2 learned positions bound the cache
+    let g = load(&fixture("tiny-gpt2"), DType::F32);
+    assert!(FusedDecoder::from_model(&g, EngineConfig { max_len: 1_000_000, ..EngineConfig::default() }).is_err());
+}
