@@ -1,4 +1,4 @@
-//! Model benchmark, torch-magpie side (the module path): the cases of `configs/<case>/` (the same
+//! Model benchmark, torch-magpie side (the fused CUDA engine, and the module path with `--path module`): the cases of `configs/<case>/` (the same
 //! config.json and workload.json that `transformers_bench.py` uses), random weights, and the same
 //! three metrics: `prefill` (ms: one forward of the prompt into a fresh KV cache, the last position's
 //! logits read back), `decode` (tok/s: greedy generation end to end, prefill included, no early stop)
@@ -8,6 +8,7 @@
 //!
 //!     bench-models [--configs benchmark/models/configs] [--cases gpt2,llama-3.2-1b]
 //!                  [--metrics prefill,decode,decode_steady] [--warmup 2] [--reps 5] [--device cuda]
+//!                  [--path fused,module]
 
 use magpie_core::autograd::no_grad;
 use magpie_core::backend::cuda;
@@ -15,6 +16,7 @@ use magpie_core::{DType, Device, Error, Result, Tensor};
 use magpie_models::auto::AutoModel;
 use magpie_models::hub::LoadOptions;
 use magpie_models::causal_lm::CausalLm;
+use magpie_models::fused::{sample_args, EngineConfig, FusedDecoder};
 use magpie_models::generate::{generate, GenerationConfig};
 use magpie_models::positions::StepInputs;
 use serde_json::{json, Value};
@@ -28,6 +30,8 @@ struct Args {
     warmup: usize,
     reps: usize,
     device: Device,
+    /// Which implementations to time: "fused" (the inference engine) and/or "module".
+    paths: Vec<String>,
 }
 
 fn parse_args() -> Result<Args> {
@@ -38,6 +42,7 @@ fn parse_args() -> Result<Args> {
         warmup: 2,
         reps: 5,
         device: Device::Cuda(0),
+        paths: vec!["fused".into()],
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -54,6 +59,7 @@ fn parse_args() -> Result<Args> {
             "--warmup" => a.warmup = num()?,
             "--reps" => a.reps = num()?.max(1),
             "--device" => a.device = Device::parse(&val)?,
+            "--path" => a.paths = list(),
             _ => return Err(bad(format!("unknown flag {flag}"))),
         }
         i += 2;
@@ -113,93 +119,176 @@ fn prefill(lm: &dyn CausalLm, prompt: &[u32]) -> Result<()> {
 }
 
 /// Greedy generation of exactly `n` tokens; returns (total seconds, seconds from the first new token to the last).
-fn decode(lm: &dyn CausalLm, prompt: &[u32], n: usize) -> Result<(f64, f64)> {
-    let cfg = GenerationConfig { max_new_tokens: n, do_sample: false, eos_token_ids: Vec::new(), ..GenerationConfig::default() };
+fn decode(lm: &dyn CausalLm, prompts: &[Vec<u32>], n: usize) -> Result<(f64, f64)> {
+    let cfg = greedy(n);
     let t0 = Instant::now();
     let mut first: Option<Instant> = None;
     let mut last = t0;
-    let out = generate(lm, &[prompt.to_vec()], &cfg, |_step| {
+    let out = generate(lm, prompts, &cfg, |_step| {
         let now = Instant::now();
         first.get_or_insert(now);
         last = now;
         Ok(())
     })?;
     let total = t0.elapsed().as_secs_f64();
-    let got = out.first().map_or(0, |r| r.len());
-    if got != n {
-        return Err(Error::value("bench-models", format!("generated {got} tokens, expected {n}")));
+    if let Some(bad) = out.iter().find(|r| r.len() != n) {
+        return Err(Error::value("bench-models", format!("generated {} tokens, expected {n}", bad.len())));
     }
     Ok((total, first.map_or(0.0, |f| (last - f).as_secs_f64())))
 }
 
-fn run_case(a: &Args, case: &str) -> Result<Vec<Value>> {
+/// The prompts of a workload: `prompt_ids` as one list (batch 1) or a list per sequence, or
+/// `prompt_len` tokens made by the formula both sides share (`(i * 7919 + 13) % vocab`, the same
+/// for every sequence of the batch).
+fn prompts_of(work: &Value, vocab: usize) -> Vec<Vec<u32>> {
+    let ids = |v: &Value| -> Vec<u32> { v.as_array().map(|a| a.iter().filter_map(|x| x.as_u64()).map(|x| x as u32).collect()).unwrap_or_default() };
+    let batch = work["batch"].as_u64().unwrap_or(1).max(1) as usize;
+    match &work["prompt_ids"] {
+        Value::Array(rows) if rows.first().is_some_and(|r| r.is_array()) => rows.iter().map(ids).collect(),
+        v @ Value::Array(_) => vec![ids(v); batch],
+        _ => {
+            let n = work["prompt_len"].as_u64().unwrap_or(0) as usize;
+            let one: Vec<u32> = (0..n).map(|i| ((i * 7919 + 13) % vocab.max(1)) as u32).collect();
+            vec![one; batch]
+        }
+    }
+}
+
+/// Times the metrics of one case on one path ("fused" or "module").
+fn run_case(a: &Args, case: &str, path: &str) -> Result<Vec<Value>> {
     let dir = a.configs.join(case);
     let work = read_json(&dir.join("workload.json"))?;
     let dt_name = work["dtype"].as_str().unwrap_or("float32").to_string();
     let dtype = dtype_of(&dt_name)?;
-    let prompt: Vec<u32> = work["prompt_ids"].as_array().map(|v| v.iter().filter_map(|x| x.as_u64()).map(|x| x as u32).collect()).unwrap_or_default();
     let new_tokens = work["new_tokens"].as_u64().unwrap_or(0) as usize;
-    if prompt.is_empty() || new_tokens == 0 {
-        return Err(Error::value("bench-models", format!("{}: workload.json needs prompt_ids and new_tokens", dir.display())));
-    }
+    let metrics: Vec<String> = match work["metrics"].as_array() {
+        Some(m) => m.iter().filter_map(|x| x.as_str()).filter(|x| a.metrics.iter().any(|y| y == x)).map(str::to_string).collect(),
+        None => a.metrics.clone(),
+    };
     let dev = a.device;
     peak_reset(dev);
     let t0 = Instant::now();
     let model = AutoModel::from_config_random(&dir, &LoadOptions { dtype, device: dev }, 0)?;
+    let vocab = model.vocab_size();
+    let prompts = prompts_of(&work, vocab);
+    if prompts.is_empty() || prompts[0].is_empty() || (new_tokens == 0 && metrics.iter().any(|m| m.starts_with("decode"))) {
+        return Err(Error::value("bench-models", format!("{}: workload.json needs prompt_ids (or prompt_len) and new_tokens", dir.display())));
+    }
+    let batch = prompts.len();
+    let prompt_len = prompts[0].len();
+    let mut engine = None;
+    if path == "fused" {
+        let cfg = EngineConfig { max_batch: batch, max_len: prompt_len + new_tokens.max(1), ..EngineConfig::default() };
+        engine = Some(FusedDecoder::from_model(&model, cfg)?);
+    }
+    let model = if engine.is_some() { None } else { Some(model) };
     sync(dev)?;
     let build_s = t0.elapsed().as_secs_f64();
     let weights_bytes = peak(dev);
-    let lm = model.as_causal_lm().ok_or_else(|| Error::value("bench-models", format!("{case} is not a decoder")))?;
+    let impl_name = if path == "fused" { "torch-magpie fused" } else { "torch-magpie module path" };
     let mut out = Vec::new();
     let base = |metric: &str, value: f64, unit: &str, times: &[f64], mem: usize| {
         json!({"case": case, "metric": metric, "value": value, "unit": unit, "peak_mem_bytes": mem,
-               "weights_bytes": weights_bytes, "dtype": dt_name, "batch": 1, "prompt_tokens": prompt.len(),
-               "new_tokens": new_tokens, "times_ms": times,
-               "device": format!("{dev:?}"), "impl": "torch-magpie module path", "build_s": build_s})
+               "weights_bytes": weights_bytes, "dtype": dt_name, "batch": batch, "prompt_tokens": prompt_len,
+               "new_tokens": new_tokens, "times_ms": times, "path": path,
+               "device": format!("{dev:?}"), "impl": impl_name, "build_s": build_s})
     };
     let _g = no_grad();
-    if a.metrics.iter().any(|m| m == "prefill") {
+    // one prefill of every prompt (the fused engine: each sequence's cache row, first token selected)
+    let do_prefill = |engine: &mut Option<FusedDecoder>| -> Result<()> {
+        match (engine.as_mut(), model.as_ref()) {
+            (Some(e), _) => {
+                e.set_sampling(sample_args(&greedy(1)))?;
+                for (r, p) in prompts.iter().enumerate() {
+                    e.prefill(r, p)?;
+                }
+                e.tokens(batch).map(|_| ())
+            }
+            (None, Some(m)) => {
+                let lm = m.as_causal_lm().ok_or_else(|| Error::value("bench-models", format!("{case} is not a decoder")))?;
+                for p in &prompts {
+                    prefill(lm, p)?;
+                }
+                Ok(())
+            }
+            _ => Err(Error::value("bench-models", "no model")),
+        }
+    };
+    if metrics.iter().any(|m| m == "prefill") {
         for _ in 0..a.warmup {
-            prefill(lm, &prompt)?;
+            do_prefill(&mut engine)?;
         }
         peak_reset(dev);
         let mut ts = Vec::new();
         for _ in 0..a.reps {
             sync(dev)?;
             let t = Instant::now();
-            prefill(lm, &prompt)?;
+            do_prefill(&mut engine)?;
             sync(dev)?;
             ts.push(t.elapsed().as_secs_f64() * 1e3);
         }
         let mem = peak(dev);
         let m = median(&mut ts.clone());
         out.push(base("prefill", m, "ms", &ts, mem));
+        if prompt_len * batch >= 4096 {
+            out.push(base("prefill_throughput", (prompt_len * batch) as f64 / (m / 1e3), "tok/s", &ts, mem));
+        }
     }
-    let want_decode = a.metrics.iter().any(|m| m == "decode");
-    let want_steady = a.metrics.iter().any(|m| m == "decode_steady");
+    let want_decode = metrics.iter().any(|m| m == "decode");
+    let want_steady = metrics.iter().any(|m| m == "decode_steady");
     if want_decode || want_steady {
+        let run = |engine: &mut Option<FusedDecoder>| -> Result<(f64, f64)> {
+            match (engine.as_mut(), model.as_ref()) {
+                (Some(e), _) => decode_fused(e, &prompts, new_tokens),
+                (None, Some(m)) => decode(m.as_causal_lm().ok_or_else(|| Error::value("bench-models", format!("{case} is not a decoder")))?, &prompts, new_tokens),
+                _ => Err(Error::value("bench-models", "no model")),
+            }
+        };
         for _ in 0..a.warmup {
-            decode(lm, &prompt, new_tokens)?;
+            run(&mut engine)?;
         }
         peak_reset(dev);
         let (mut total, mut steady) = (Vec::new(), Vec::new());
         for _ in 0..a.reps {
             sync(dev)?;
-            let (t, s) = decode(lm, &prompt, new_tokens)?;
+            let (t, s) = run(&mut engine)?;
             total.push(t * 1e3);
             steady.push(s * 1e3);
         }
         let mem = peak(dev);
         if want_decode {
             let m = median(&mut total.clone());
-            out.push(base("decode", new_tokens as f64 / (m / 1e3), "tok/s", &total, mem));
+            out.push(base("decode", (batch * new_tokens) as f64 / (m / 1e3), "tok/s", &total, mem));
         }
         if want_steady && new_tokens > 1 {
             let m = median(&mut steady.clone());
-            out.push(base("decode_steady", (new_tokens - 1) as f64 / (m / 1e3), "tok/s", &steady, mem));
+            out.push(base("decode_steady", (batch * (new_tokens - 1)) as f64 / (m / 1e3), "tok/s", &steady, mem));
         }
     }
     Ok(out)
+}
+
+fn greedy(n: usize) -> GenerationConfig {
+    GenerationConfig { max_new_tokens: n, do_sample: false, eos_token_ids: Vec::new(), ..GenerationConfig::default() }
+}
+
+/// Greedy generation of exactly `n` tokens per prompt on the fused engine; (total seconds, seconds
+/// from the first new token to the last).
+fn decode_fused(e: &mut FusedDecoder, prompts: &[Vec<u32>], n: usize) -> Result<(f64, f64)> {
+    let t0 = Instant::now();
+    let mut first: Option<Instant> = None;
+    let mut last = t0;
+    let out = e.generate(prompts, &greedy(n), |_step| {
+        let now = Instant::now();
+        first.get_or_insert(now);
+        last = now;
+        Ok(())
+    })?;
+    let total = t0.elapsed().as_secs_f64();
+    if let Some(bad) = out.iter().find(|r| r.len() != n) {
+        return Err(Error::value("bench-models", format!("generated {} tokens, expected {n}", bad.len())));
+    }
+    Ok((total, first.map_or(0.0, |f| (last - f).as_secs_f64())))
 }
 
 fn main() {
@@ -212,11 +301,13 @@ fn main() {
     };
     let mut failed = false;
     for case in &args.cases {
-        match run_case(&args, case) {
-            Ok(lines) => lines.iter().for_each(|l| println!("{l}")),
-            Err(e) => {
-                failed = true;
-                println!("{}", json!({"case": case, "metric": "all", "error": e.to_string()}));
+        for path in &args.paths {
+            match run_case(&args, case, path) {
+                Ok(lines) => lines.iter().for_each(|l| println!("{l}")),
+                Err(e) => {
+                    failed = true;
+                    println!("{}", json!({"case": case, "metric": "all", "path": path, "error": e.to_string()}));
+                }
             }
         }
     }

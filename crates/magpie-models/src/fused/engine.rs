@@ -10,6 +10,7 @@ use magpie_core::backend::cuda::attention::{self, AttnOperand, Causal, DecodePar
 use magpie_core::backend::cuda::device::{self, CudaDevice};
 use magpie_core::backend::cuda::elementwise::storage_of;
 use magpie_core::backend::cuda::graph::{self, CudaGraph};
+use magpie_core::backend::cuda::host_mapped::{Event, MappedI32};
 use magpie_core::backend::cuda::memcpy;
 use magpie_core::backend::cuda::CudaStorage;
 use magpie_core::{DType, Device, Error, Result, Tensor};
@@ -115,6 +116,11 @@ struct Buffers {
     sargs: Buf,
     /// Split-KV decode workspace.
     ws: Buf,
+    /// Host-mapped i32 `[max_batch, max_len]`: each selected token at its step, read by the host
+    /// while the next step runs.
+    hist: MappedI32,
+    /// Marks the end of the last two steps (even and odd).
+    events: [Event; 2],
 }
 
 /// A decoder (GPT-2, Llama, Qwen2) as fused CUDA work. Built from a loaded model; holds its own
@@ -218,6 +224,8 @@ impl FusedDecoder {
             ctr: bf(DType::I64, cfg.max_batch, "draw counters")?,
             sargs: bf(DType::U8, std::mem::size_of::<SampleArgs>(), "sampling settings")?,
             ws: bf(DType::U8, attention::decode_workspace_bytes(&dp), "attention workspace")?,
+            hist: MappedI32::new(&dev, cfg.max_batch * cfg.max_len)?,
+            events: [Event::new(&dev)?, Event::new(&dev)?],
         };
         Ok(FusedDecoder { dev, dtype, k, w, lp, cfg, b, graphs: HashMap::new() })
     }
@@ -317,6 +325,22 @@ impl FusedDecoder {
         Ok(v.into_iter().map(|t| t.max(0) as u32).collect())
     }
 
+    /// Marks the end of the work queued so far as step `step`'s (see [`wait_step`](Self::wait_step)).
+    pub fn mark_step(&self, step: usize) -> Result<()> {
+        self.b.events[step % 2].record()
+    }
+
+    /// Waits for step `step` (marked with [`mark_step`](Self::mark_step); at most one later step
+    /// may have been marked since) and returns the token each of sequences `0..batch` selected in
+    /// it (the `step`-th selection since [`set_sampling`](Self::set_sampling)).
+    pub fn wait_step(&self, step: usize, batch: usize) -> Result<Vec<u32>> {
+        self.b.events[step % 2].synchronize()?;
+        let n = self.cfg.max_len;
+        (0..batch.min(self.cfg.max_batch))
+            .map(|r| self.b.hist.get(r * n + step).map(|t| t.max(0) as u32).ok_or_else(|| Error::index("fused", format!("step {step} is past the cache of {n} tokens"))))
+            .collect()
+    }
+
     /// The f32 logits of sequences `0..batch` from the last prefill / decode step (after the
     /// repetition penalty, when one is set). Waits for the device.
     pub fn logits(&self, batch: usize) -> Result<Vec<f32>> {
@@ -336,6 +360,7 @@ impl FusedDecoder {
             self.b.ctr.at(row0, DType::I64),
             self.b.sargs.ptr,
             row0,
+            (self.b.hist.device_ptr(), self.cfg.max_len),
         )
     }
 

@@ -53,11 +53,15 @@ impl FusedDecoder {
             self.prefill(r, p)?;
         }
         let mut done = vec![false; b];
-        for step in 0..cfg.max_new_tokens {
-            if step > 0 {
-                self.decode_step(b)?;
-            }
-            let toks = self.tokens(b)?;
+        let n = cfg.max_new_tokens;
+        // Step i+1 is queued before step i's tokens are read, so the GPU never waits for the host.
+        self.mark_step(0)?;
+        if n > 1 {
+            self.decode_step(b)?;
+            self.mark_step(1)?;
+        }
+        for step in 0..n {
+            let toks = self.wait_step(step, b)?;
             let mut picked = vec![None; b];
             for r in 0..b {
                 if done[r] {
@@ -72,6 +76,10 @@ impl FusedDecoder {
             on_step(&picked)?;
             if done.iter().all(|&d| d) {
                 break;
+            }
+            if step + 2 < n {
+                self.decode_step(b)?;
+                self.mark_step(step + 2)?;
             }
         }
         Ok(out)

@@ -223,7 +223,9 @@ __device__ unsigned kth_key(const float* __restrict__ l, int V, int need, unsign
 // the top-k and then to the smallest top set whose mass reaches top_p (thresholds found by
 // bisection on the logit values; ties at a threshold stay in). Writes tok[b], marks seen[b, tok],
 // advances pos[b] and the draw counter ctr[b]. Row b is sequence row0 + b (its draws' stream).
-extern "C" __global__ void select_token(float* __restrict__ logits, int V, unsigned char* __restrict__ seen, int* __restrict__ tok, int* __restrict__ pos, u64* __restrict__ ctr, const SampleArgs* __restrict__ sargs, int row0) {
+// With `hist` (host-mapped memory), the token also goes to hist[sequence][ctr[b]], where the host
+// reads it while the next step runs.
+extern "C" __global__ void select_token(float* __restrict__ logits, int V, unsigned char* __restrict__ seen, int* __restrict__ tok, int* __restrict__ pos, u64* __restrict__ ctr, const SampleArgs* __restrict__ sargs, int row0, int* __restrict__ hist, int hist_stride) {
     const SampleArgs a = *sargs;
     __shared__ float red[32];
     __shared__ float sv[32];
@@ -342,6 +344,7 @@ extern "C" __global__ void select_token(float* __restrict__ logits, int V, unsig
         if (shu[0] != 0xffffffffu) pick = (int)shu[0];
     }
     if (threadIdx.x == 0) {
+        if (hist && ctr[b] < (u64)hist_stride) hist[(i64)(row0 + b) * hist_stride + (i64)ctr[b]] = pick;
         tok[b] = pick;
         sn[pick] = 1;
         pos[b] += 1;

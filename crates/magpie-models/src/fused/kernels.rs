@@ -120,9 +120,10 @@ impl Kernels {
     #[allow(clippy::too_many_arguments)]
     /// Each row's buffers start at the given addresses; `sargs` addresses a [`SampleArgs`] and
     /// `row0` is the first row's sequence index (it seeds the row's draws).
-    pub fn select(&self, dev: &CudaDevice, rows: usize, logits: u64, vocab: usize, seen: u64, tok: u64, pos: u64, ctr: u64, sargs: u64, row0: usize) -> Result<()> {
+    /// `hist` (0: none) receives each sequence's token at its draw count (`hist_stride` per sequence).
+    pub fn select(&self, dev: &CudaDevice, rows: usize, logits: u64, vocab: usize, seen: u64, tok: u64, pos: u64, ctr: u64, sargs: u64, row0: usize, hist: (u64, usize)) -> Result<()> {
         let mut a = Args::new();
-        a.push(logits).push(vocab as i32).push(seen).push(tok).push(pos).push(ctr).push(sargs).push(row0 as i32);
+        a.push(logits).push(vocab as i32).push(seen).push(tok).push(pos).push(ctr).push(sargs).push(row0 as i32).push(hist.0).push(hist.1 as i32);
         launch(dev, "fused.select_token", self.select, (rows as u32, 1, 1), (1024, 1, 1), 0, &mut a)
     }
 

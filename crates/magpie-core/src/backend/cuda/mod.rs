@@ -28,6 +28,8 @@ pub mod blas;
 #[cfg(feature = "cuda")]
 pub mod graph;
 #[cfg(feature = "cuda")]
+pub mod host_mapped;
+#[cfg(feature = "cuda")]
 pub mod index;
 #[cfg(feature = "cuda")]
 pub mod memcpy;
