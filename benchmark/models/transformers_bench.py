@@ -406,6 +406,11 @@ def main():
         gc.collect()
         if args.impl == "compile":
             torch._dynamo.reset()
+            try:
+                from torch._dynamo.utils import counters
+                counters.clear()
+            except Exception:
+                pass
         if cuda:
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats(device)
@@ -483,6 +488,17 @@ def run_eager(model, case, cfg, ids, t_prompt, t_new, metrics, warmup, reps, syn
                 error_row(m, e)
 
 
+def dynamo_counters():
+    """How many graphs Dynamo compiled and how many times Inductor fell back from CUDA graphs so far in
+    this case (0 skips expected on a GPU; a skip means the decode step ran without CUDA graphs)."""
+    try:
+        from torch._dynamo.utils import counters
+        return {"dynamo_graphs": counters["stats"].get("unique_graphs", 0),
+                "cudagraph_skips": counters["inductor"].get("cudagraph_skips", 0)}
+    except Exception:  # internal counters: absent in some versions
+        return {}
+
+
 def run_compiled(model, case, ids, t_prompt, t_new, metrics, warmup, reps, sync, reset_peak, peak, emit,
                  emit_decode, error_row, device):
     """gpt-fast style: a StaticCache, the prompt run eagerly into it, then a compiled (CUDA-graphed)
@@ -517,7 +533,7 @@ def run_compiled(model, case, ids, t_prompt, t_new, metrics, warmup, reps, sync,
                     times.append((time.perf_counter() - t0) * 1e3)
                 med = statistics.median(times)
                 emit("forward", med, "ms", peak(), times, compile_s=compile_s, tok_per_s=batch * t_prompt / (med * 1e-3),
-                     compile_mode="reduce-overhead")
+                     compile_mode="reduce-overhead", **dynamo_counters())
         except Exception as e:
             error_row("forward", e)
         return
@@ -606,7 +622,7 @@ def run_compiled(model, case, ids, t_prompt, t_new, metrics, warmup, reps, sync,
                     total.append(a)
                     steady.append(b)
                 emit_decode(peak(), total, steady, compile_s=compile_s, compile_mode="reduce-overhead", cache="static",
-                            first_tokens=out[0, :8].tolist())
+                            first_tokens=out[0, :8].tolist(), **dynamo_counters())
         except Exception as e:
             for m in dm:
                 error_row(m, e)
