@@ -72,7 +72,12 @@ def load(paths):
     floors, order = None, []
     for path in paths:
         parsed = []
-        with open(path) as f:
+        try:
+            f = open(path)
+        except OSError as e:
+            print(f"report.py: {path}: skipped: {e}", file=sys.stderr)
+            continue
+        with f:
             for n, line in enumerate(f, 1):
                 line = line.strip()
                 if not line.startswith("{"):
