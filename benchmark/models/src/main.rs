@@ -38,7 +38,7 @@ fn parse_args() -> Result<Args> {
     let mut a = Args {
         configs: PathBuf::from("benchmark/models/configs"),
         cases: vec!["gpt2".into(), "llama-3.2-1b".into()],
-        metrics: vec!["prefill".into(), "decode".into(), "decode_steady".into()],
+        metrics: vec!["prefill".into(), "decode".into(), "decode_steady".into(), "forward".into()],
         warmup: 2,
         reps: 5,
         device: Device::Cuda(0),
@@ -138,8 +138,8 @@ fn decode(lm: &dyn CausalLm, prompts: &[Vec<u32>], n: usize) -> Result<(f64, f64
 }
 
 /// The prompts of a workload: `prompt_ids` as one list (batch 1) or a list per sequence, or
-/// `prompt_len` tokens made by the formula both sides share (`(i * 7919 + 13) % vocab`, the same
-/// for every sequence of the batch).
+/// `prompt_len` tokens made by the formula both sides share (`(i * prompt_mul + prompt_add) %
+/// prompt_mod`, the same for every sequence of the batch).
 fn prompts_of(work: &Value, vocab: usize) -> Vec<Vec<u32>> {
     let ids = |v: &Value| -> Vec<u32> { v.as_array().map(|a| a.iter().filter_map(|x| x.as_u64()).map(|x| x as u32).collect()).unwrap_or_default() };
     let batch = work["batch"].as_u64().unwrap_or(1).max(1) as usize;
@@ -148,7 +148,9 @@ fn prompts_of(work: &Value, vocab: usize) -> Vec<Vec<u32>> {
         v @ Value::Array(_) => vec![ids(v); batch],
         _ => {
             let n = work["prompt_len"].as_u64().unwrap_or(0) as usize;
-            let one: Vec<u32> = (0..n).map(|i| ((i * 7919 + 13) % vocab.max(1)) as u32).collect();
+            let k = |key: &str, d: u64| work[key].as_u64().unwrap_or(d) as usize;
+            let (mul, add, modulo) = (k("prompt_mul", 7919), k("prompt_add", 13), k("prompt_mod", vocab as u64).max(1));
+            let one: Vec<u32> = (0..n).map(|i| ((i * mul + add) % modulo) as u32).collect();
             vec![one; batch]
         }
     }
@@ -176,6 +178,10 @@ fn run_case(a: &Args, case: &str, path: &str) -> Result<Vec<Value>> {
     }
     let batch = prompts.len();
     let prompt_len = prompts[0].len();
+    let encoder = work["model"].as_str() == Some("encoder");
+    if encoder && path == "fused" {
+        return Err(Error::unsupported("bench-models", "the fused engine covers the decoders (GPT-2, Llama, Qwen2); BERT runs on the module path only"));
+    }
     let mut engine = None;
     if path == "fused" {
         let cfg = EngineConfig { max_batch: batch, max_len: prompt_len + new_tokens.max(1), ..EngineConfig::default() };
@@ -233,6 +239,31 @@ fn run_case(a: &Args, case: &str, path: &str) -> Result<Vec<Value>> {
         if prompt_len * batch >= 4096 {
             out.push(base("prefill_throughput", (prompt_len * batch) as f64 / (m / 1e3), "tok/s", &ts, mem));
         }
+    }
+    if metrics.iter().any(|m| m == "forward") {
+        let m = model.as_ref().ok_or_else(|| Error::value("bench-models", "no model"))?;
+        let ids: Vec<i64> = prompts.iter().flatten().map(|&t| t as i64).collect();
+        let ids = Tensor::from_vec(ids, &[batch, prompt_len])?.to_device(dev)?;
+        let fwd = || -> Result<()> {
+            let o = m.forward(&ids, None, None, false)?;
+            sync(dev)?;
+            drop(o);
+            Ok(())
+        };
+        for _ in 0..a.warmup {
+            fwd()?;
+        }
+        peak_reset(dev);
+        let mut ts = Vec::new();
+        for _ in 0..a.reps {
+            sync(dev)?;
+            let t = Instant::now();
+            fwd()?;
+            ts.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+        let mem = peak(dev);
+        let med = median(&mut ts.clone());
+        out.push(base("forward", med, "ms", &ts, mem));
     }
     let want_decode = metrics.iter().any(|m| m == "decode");
     let want_steady = metrics.iter().any(|m| m == "decode_steady");

@@ -168,6 +168,9 @@ fn bad_input_is_one_clear_line() {
     safetensors::save(&[("x".to_string(), Tensor::zeros(&[1]).unwrap())], None, &bad_in).unwrap();
     let out = d.path().join("o.safetensors").display().to_string();
     fails_with(&["forward", "--model", &g, "--inputs", bad_in.to_str().unwrap(), "--out", &out], "input_ids");
+    // the fused path needs CUDA; --path takes three values
+    fails_with(&["generate", "--model", &g, "--input-ids", "1", "--path", "fused"], "runs on CUDA");
+    fails_with(&["generate", "--model", &g, "--input-ids", "1", "--path", "fast"], "fast");
     // --device cuda without a GPU
     if !magpie_core::backend::cuda::is_available() {
         fails_with(&["generate", "--model", &g, "--input-ids", "1", "--device", "cuda"], "CUDA");

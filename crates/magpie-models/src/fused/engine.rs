@@ -200,7 +200,8 @@ impl FusedDecoder {
             }
             None => (None, None),
         };
-        let dp = decode_params(&s, dtype, cfg.max_batch, cfg.max_len);
+        // The split count may depend on the batch: room for the largest plan of any batch size.
+        let ws_bytes = (1..=cfg.max_batch).map(|n| attention::decode_workspace_bytes(&decode_params(&s, dtype, n, cfg.max_len))).max().unwrap_or(0);
         let b = Buffers {
             x: bf(dtype, rows * s.hidden, "hidden states")?,
             h: bf(dtype, rows * s.hidden, "normed hidden states")?,
@@ -223,7 +224,7 @@ impl FusedDecoder {
             seen: bf(DType::U8, cfg.max_batch * s.vocab, "seen-token marks")?,
             ctr: bf(DType::I64, cfg.max_batch, "draw counters")?,
             sargs: bf(DType::U8, std::mem::size_of::<SampleArgs>(), "sampling settings")?,
-            ws: bf(DType::U8, attention::decode_workspace_bytes(&dp), "attention workspace")?,
+            ws: bf(DType::U8, ws_bytes, "attention workspace")?,
             hist: MappedI32::new(&dev, cfg.max_batch * cfg.max_len)?,
             events: [Event::new(&dev)?, Event::new(&dev)?],
         };
