@@ -8,6 +8,8 @@
 #[cfg(feature = "cuda")]
 pub mod alloc;
 #[cfg(feature = "cuda")]
+pub mod attention;
+#[cfg(feature = "cuda")]
 pub mod compile;
 #[cfg(feature = "cuda")]
 pub mod device;
