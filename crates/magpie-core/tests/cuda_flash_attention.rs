@@ -7,7 +7,7 @@
 #[path = "cuda_util/mod.rs"]
 mod util;
 
-use magpie_core::backend::cuda::attention::{decode_workspace_bytes, flash_decode, flash_forward, AttnOperand, Causal, DecodeParams, FlashParams};
+use magpie_core::backend::cuda::attention::{decode_workspace_bytes, flash_decode, flash_forward, set_tc_variant_d64, AttnOperand, Causal, DecodeParams, FlashParams};
 use magpie_core::backend::cuda::device::{device, CudaDevice};
 use magpie_core::backend::cuda::kern::elem_ptr;
 use magpie_core::ops::nn;
@@ -169,6 +169,27 @@ fn flash_forward_matches_reference() {
     }
 }
 
+/// Every variant of the head_dim-64 tensor-core kernel (the default is covered everywhere else).
+#[test]
+fn flash_forward_tc_variants() {
+    if gpu().is_none() {
+        return;
+    }
+    let mut rng = Rng::new(7);
+    for variant in [0, 1, 2] {
+        set_tc_variant_d64(variant);
+        for dt in [DType::BF16, DType::F16] {
+            for &(lq, lk) in &[(1usize, 1usize), (63, 65), (129, 129), (200, 17), (300, 1000)] {
+                for causal in [Causal::None, Causal::TopLeft, Causal::BottomRight] {
+                    let s = Shape { b: 2, h: 4, kvh: 2, d: 64, lq, lk };
+                    run_case(&mut rng, dt, &s, causal, Some(&[lk, lk / 2]), variant == 1, None);
+                }
+            }
+        }
+    }
+    set_tc_variant_d64(2);
+}
+
 #[test]
 fn flash_forward_gqa_batched_strided() {
     if gpu().is_none() {
@@ -216,15 +237,25 @@ fn flash_forward_long() {
 
 /// flash_decode for one shape: random cache, per-sequence lengths `lens`.
 fn decode_case(rng: &mut Rng, dt: DType, b: usize, h: usize, kvh: usize, d: usize, cap: usize, lens: &[usize]) {
+    decode_case_pad(rng, dt, b, h, kvh, d, cap, lens, 0)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn decode_case_pad(rng: &mut Rng, dt: DType, b: usize, h: usize, kvh: usize, d: usize, cap: usize, lens: &[usize], pad: usize) {
     let dv = dev();
-    let what = format!("decode {dt:?} b{b} h{h}/{kvh} d{d} cap {cap} lens {lens:?}");
+    let what = format!("decode {dt:?} b{b} h{h}/{kvh} d{d} cap {cap} lens {lens:?} pad {pad}");
     let q = data(rng, b * h * d, dt, 1.0);
     let k = data(rng, b * kvh * cap * d, dt, 1.0);
     let v = data(rng, b * kvh * cap * d, dt, 1.0);
     let (_tq, mut oq) = upload(&q, b, h, 1, d, false, dt);
     oq.ss = 0;
-    let (_tk, ok) = upload(&k, b, kvh, cap, d, false, dt);
-    let (_tv, ov) = upload(&v, b, kvh, cap, d, false, dt);
+    // rows padded by `pad` elements (an odd pad misaligns the rows: the fallback kernel)
+    let padded = |x: &[f64]| -> Vec<f64> { x.chunks(d).flat_map(|r| r.iter().cloned().chain(std::iter::repeat(7.0).take(pad))).collect() };
+    let (_tk, mut ok) = upload(&padded(&k), b, kvh, cap, d + pad, false, dt);
+    let (_tv, mut ov) = upload(&padded(&v), b, kvh, cap, d + pad, false, dt);
+    for o in [&mut ok, &mut ov] {
+        o.ss = (d + pad) as i64;
+    }
     let (to, oo) = zeros_dev(b, h, 1, d, false, dt);
     let lt = Tensor::from_vec(lens.iter().map(|&x| x as i32).collect::<Vec<i32>>(), &[b]).unwrap().to_device(GPU).unwrap();
     let scale = 1.0 / (d as f64).sqrt();
@@ -255,6 +286,15 @@ fn flash_decode_matches_reference() {
     decode_case(&mut rng, DType::BF16, 1, 32, 8, 64, 20000, &[19999]);
     decode_case(&mut rng, DType::F32, 3, 4, 1, 256, 100, &[100, 50, 0]);
     decode_case(&mut rng, DType::BF16, 2, 4, 2, 100, 100, &[100, 7]);
+    // head_dim 256 and wide groups (8 heads per block, 2 head groups)
+    decode_case(&mut rng, DType::BF16, 2, 16, 2, 256, 700, &[700, 333]);
+    decode_case(&mut rng, DType::F16, 3, 28, 2, 128, 1000, &[1000, 1, 999]);
+    decode_case(&mut rng, DType::F32, 2, 6, 2, 128, 300, &[300, 150]);
+    decode_case(&mut rng, DType::F32, 2, 2, 1, 64, 300, &[300, 0]);
+    // misaligned rows: the shared-memory kernel
+    decode_case_pad(&mut rng, DType::BF16, 2, 8, 2, 64, 300, &[300, 77], 1);
+    decode_case_pad(&mut rng, DType::F16, 2, 16, 2, 128, 200, &[200, 3], 3);
+    decode_case_pad(&mut rng, DType::BF16, 2, 4, 4, 64, 100, &[100, 50], 8);
 }
 
 /// The same decode replayed with new lengths in the same buffer (as a captured graph would).

@@ -116,13 +116,15 @@ struct KDecParams {
     ws_lse: u64,
 }
 
-/// Warps per block of the head_dim-64 tensor-core kernel (4 or 8); a tuning knob.
-static TC_WARPS_D64: AtomicUsize = AtomicUsize::new(4);
+/// The head_dim-64 tensor-core kernel variant: 0 = 4 warps x 16 rows, 1 = 8 warps x 16 rows,
+/// 2 = 4 warps x 32 rows (the default); a tuning knob.
+static TC_VARIANT_D64: AtomicUsize = AtomicUsize::new(2);
 
-/// Sets the warps per block (4 or 8: 64 or 128 query rows) of the head_dim-64 tensor-core kernel.
+/// Picks the head_dim-64 tensor-core kernel variant (0: 4 warps x 16 query rows, 1: 8 warps x 16
+/// rows, 2: 4 warps x 32 rows); for benchmarks and tests.
 #[doc(hidden)]
-pub fn set_tc_warps_d64(w: usize) {
-    TC_WARPS_D64.store(if w >= 8 { 8 } else { 4 }, Ordering::Relaxed);
+pub fn set_tc_variant_d64(v: usize) {
+    TC_VARIANT_D64.store(v.min(2), Ordering::Relaxed);
 }
 
 fn check_common(op: &str, dtype: DType, n_heads: usize, n_kv_heads: usize, head_dim: usize) -> Result<()> {
@@ -222,12 +224,13 @@ pub fn flash_forward(dev: &CudaDevice, p: &FlashParams, q: AttnOperand, k: AttnO
         pad: 0,
     };
     if uses_tensor_cores(dev, p, &[q, k, v, o]) {
-        let (name, warps): (&'static str, usize) = match (p.head_dim, TC_WARPS_D64.load(Ordering::Relaxed)) {
-            (64, 8) => ("flash_tc_d64_w8", 8),
-            (64, _) => ("flash_tc_d64_w4", 4),
-            _ => ("flash_tc_d128_w4", 4),
+        let (name, warps, rows): (&'static str, usize, usize) = match (p.head_dim, TC_VARIANT_D64.load(Ordering::Relaxed)) {
+            (64, 0) => ("flash_tc_d64_w4", 4, 16),
+            (64, 1) => ("flash_tc_d64_w8", 8, 16),
+            (64, _) => ("flash_tc_d64_w4m2", 4, 32),
+            _ => ("flash_tc_d128_w4", 4, 16),
         };
-        let bm = 16 * warps;
+        let bm = rows * warps;
         let smem = (bm + 4 * 64) * p.head_dim * 2;
         let f = kfunc(dev, KFile::Attention, p.dtype, name)?;
         set_smem(op, f, smem)?;
@@ -261,12 +264,22 @@ fn max_splits(p: &DecodeParams) -> usize {
     p.max_kv_len.max(1).div_ceil(64).clamp(1, 256)
 }
 
+/// Lanes per key of the register decode kernel (`decode_vec`) for `p`'s head_dim and dtype, when it
+/// has an instance for them.
+fn vec_lanes(p: &DecodeParams) -> Option<usize> {
+    let lk = p.head_dim * p.dtype.size() / 16;
+    (matches!(p.head_dim, 64 | 128 | 256) && lk <= 32).then_some(lk)
+}
+
 /// The split plan of `p` on a GPU with `sm_count` multiprocessors.
 pub fn decode_plan(p: &DecodeParams, sm_count: u32) -> DecodePlan {
     let d = p.head_dim.max(1);
-    let tile = (8192 / (d * p.dtype.size().max(1))).clamp(8, 64);
     let g = (p.n_heads / p.n_kv_heads.max(1)).max(1);
-    let gb = g.min((2048 / d).max(1));
+    let (tile, gb) = match vec_lanes(p) {
+        // decode_vec: 4 keys per thread and tile, 1/2/4/8 heads per block
+        Some(lk) => (512 / lk, g.min(8).next_power_of_two()),
+        None => ((8192 / (d * p.dtype.size().max(1))).clamp(8, 64), g.min((2048 / d).max(1))),
+    };
     let hgroups = g.div_ceil(gb);
     let pairs = (p.batch * p.n_kv_heads * hgroups).max(1);
     let target = sm_count.max(1) as usize * 8;
@@ -337,15 +350,43 @@ pub fn flash_decode(dev: &CudaDevice, p: &DecodeParams, q: AttnOperand, k: AttnO
         ws_lse: workspace + (rows * plan.splits * d * 4) as u64,
     };
     let (gb, tk) = (plan.heads_per_block, plan.tile);
-    let floats = gb * d + gb * tk + 3 * gb;
-    let floats = floats.div_ceil(4) * 4;
-    let kpitch = if vec { d + 16 / esz } else { d + 1 };
-    let smem = floats * 4 + tk * (kpitch + d) * esz;
-    let f = kfunc(dev, KFile::Attention, p.dtype, "decode_split")?;
-    set_smem(op, f, smem)?;
-    let mut a = Args::new();
-    a.push(kp);
-    launch(dev, op, f, (plan.splits as u32, (p.n_kv_heads * plan.head_groups) as u32, p.batch as u32), (128, 1, 1), smem as u32, &mut a)?;
+    let grid = (plan.splits as u32, (p.n_kv_heads * plan.head_groups) as u32, p.batch as u32);
+    match vec_lanes(p) {
+        Some(lk) if vec => {
+            let name = match (d, gb) {
+                (64, 1) => "decode_vec_d64_g1",
+                (64, 2) => "decode_vec_d64_g2",
+                (64, 4) => "decode_vec_d64_g4",
+                (64, _) => "decode_vec_d64_g8",
+                (128, 1) => "decode_vec_d128_g1",
+                (128, 2) => "decode_vec_d128_g2",
+                (128, 4) => "decode_vec_d128_g4",
+                (128, _) => "decode_vec_d128_g8",
+                (_, 1) => "decode_vec_d256_g1",
+                (_, 2) => "decode_vec_d256_g2",
+                (_, 4) => "decode_vec_d256_g4",
+                _ => "decode_vec_d256_g8",
+            };
+            let key_slots = 4 * (32 / lk);
+            let smem = 4 * (gb * tk + 3 * gb + key_slots * gb * d);
+            let f = kfunc(dev, KFile::Attention, p.dtype, name)?;
+            set_smem(op, f, smem)?;
+            let mut a = Args::new();
+            a.push(kp);
+            launch(dev, op, f, grid, (128, 1, 1), smem as u32, &mut a)?;
+        }
+        _ => {
+            let floats = gb * d + gb * tk + 3 * gb;
+            let floats = floats.div_ceil(4) * 4;
+            let kpitch = if vec { d + 16 / esz } else { d + 1 };
+            let smem = floats * 4 + tk * (kpitch + d) * esz;
+            let f = kfunc(dev, KFile::Attention, p.dtype, "decode_split")?;
+            set_smem(op, f, smem)?;
+            let mut a = Args::new();
+            a.push(kp);
+            launch(dev, op, f, grid, (128, 1, 1), smem as u32, &mut a)?;
+        }
+    }
     let f = kfunc(dev, KFile::Attention, p.dtype, "decode_combine")?;
     let mut a = Args::new();
     a.push(kp);

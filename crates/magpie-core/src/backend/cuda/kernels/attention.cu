@@ -1,5 +1,5 @@
 // Flash attention (after the preamble and kcommon.cuh; the host defines T, one module per dtype):
-//   flash_tc_d64_w4 / flash_tc_d128_w4 / flash_tc_d64_w8   tensor-core prefill (T = bf16_t or half_t)
+//   flash_tc_d64_w4 / _w8 / _w4m2, flash_tc_d128_w4        tensor-core prefill (T = bf16_t or half_t)
 //   flash_generic                                          scalar prefill, any head_dim <= 256
 //   decode_split / decode_combine                          split-KV decode ("flash decoding")
 // Every path is an online softmax over key tiles: O(q_len + kv_len) memory. Scores are kept in
@@ -96,14 +96,15 @@ __device__ __forceinline__ int fa_limit(int causal, int kvl, int off, int i) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Tensor-core prefill (FlashAttention-2 layout): NW warps, each owning 16 query rows; K/V tiles of
-// 64 keys in shared memory (cp.async, double buffered, rows XOR-swizzled in 16-byte chunks so
-// that ldmatrix is free of bank conflicts); S = Q K^T and O += P V with mma.m16n8k16; the online
-// softmax runs on the accumulator fragments in registers.
+// Tensor-core prefill (FlashAttention-2 layout): NW warps, each owning MT x 16 query rows (MT m-tiles
+// share every K/V fragment a warp loads); K/V tiles of 64 keys in shared memory (cp.async, double
+// buffered, rows XOR-swizzled in 16-byte chunks so that ldmatrix is free of bank conflicts);
+// S = Q K^T and O += P V with mma.m16n8k16; the online softmax runs on the accumulator fragments
+// in registers.
 // ---------------------------------------------------------------------------------------------
-template <int D, int NW, bool BF>
+template <int D, int NW, int MT, bool BF>
 __device__ __forceinline__ void flash_tc(const FaParams& p) {
-    constexpr int BM = 16 * NW, BN = 64, NT = 32 * NW, CH = D / 8;
+    constexpr int BM = 16 * MT * NW, BN = 64, NT = 32 * NW, CH = D / 8;
     typedef unsigned short u16;
     u16* sQ = (u16*)fa_smem;
     u16* sK = sQ + BM * D;
@@ -147,15 +148,24 @@ __device__ __forceinline__ void flash_tc(const FaParams& p) {
     fa_cp_commit();
 
     const int g = lane >> 2, t = lane & 3;
-    const int row0 = m0 + warp * 16 + g, row1 = row0 + 8;
-    const int lim0 = fa_limit(p.causal, kvl, off, row0), lim1 = fa_limit(p.causal, kvl, off, row1);
     const float sl2 = p.scale_log2;
-
-    unsigned qf[D / 16][4];
-    float o[D / 8][4];
+    // rows of this thread: (m-tile mt, half hf) -> m0 + warp*16*MT + mt*16 + g + 8*hf
+    int lim[MT][2];
 #pragma unroll
-    for (int i = 0; i < D / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
-    float mr0 = FA_NEG_INF, mr1 = FA_NEG_INF, l0 = 0.f, l1 = 0.f;
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int hf = 0; hf < 2; hf++) lim[mt][hf] = fa_limit(p.causal, kvl, off, m0 + warp * 16 * MT + mt * 16 + g + 8 * hf);
+
+    unsigned qf[MT][D / 16][4];
+    float o[MT][D / 8][4];
+    float mr[MT][2], lr[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+#pragma unroll
+        for (int i = 0; i < D / 8; i++) o[mt][i][0] = o[mt][i][1] = o[mt][i][2] = o[mt][i][3] = 0.f;
+        mr[mt][0] = mr[mt][1] = FA_NEG_INF;
+        lr[mt][0] = lr[mt][1] = 0.f;
+    }
 
     if (ntiles == 0) {
         fa_cp_wait<0>();
@@ -172,18 +182,22 @@ __device__ __forceinline__ void flash_tc(const FaParams& p) {
         __syncthreads();
         if (j == 0) {
 #pragma unroll
-            for (int ks = 0; ks < D / 16; ks++) {
-                int r = warp * 16 + (lane & 15), ch = ks * 2 + (lane >> 4);
-                fa_ldsm4(qf[ks], sQ + r * D + ((ch ^ (r & 7)) * 8));
-            }
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int ks = 0; ks < D / 16; ks++) {
+                    int r = warp * 16 * MT + mt * 16 + (lane & 15), ch = ks * 2 + (lane >> 4);
+                    fa_ldsm4(qf[mt][ks], sQ + r * D + ((ch ^ (r & 7)) * 8));
+                }
         }
         const u16* tk = sK + (j & 1) * BN * D;
         const u16* tv = sV + (j & 1) * BN * D;
         const int j0 = j * BN;
 
-        float s[BN / 8][4];
+        float s[MT][BN / 8][4];
 #pragma unroll
-        for (int i = 0; i < BN / 8; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int i = 0; i < BN / 8; i++) s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.f;
 #pragma unroll
         for (int ks = 0; ks < D / 16; ks++) {
 #pragma unroll
@@ -191,92 +205,110 @@ __device__ __forceinline__ void flash_tc(const FaParams& p) {
                 unsigned kb[4];
                 int r = np * 16 + ((lane >> 4) << 3) + (lane & 7), ch = ks * 2 + ((lane >> 3) & 1);
                 fa_ldsm4(kb, tk + r * D + ((ch ^ (r & 7)) * 8));
-                fa_mma<BF>(s[2 * np], qf[ks], kb[0], kb[1]);
-                fa_mma<BF>(s[2 * np + 1], qf[ks], kb[2], kb[3]);
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    fa_mma<BF>(s[mt][2 * np], qf[mt][ks], kb[0], kb[1]);
+                    fa_mma<BF>(s[mt][2 * np + 1], qf[mt][ks], kb[2], kb[3]);
+                }
             }
         }
         // scale to the log2 domain; mask only where the tile crosses a boundary
         const bool need = (j0 + BN > kvl) || (p.causal && j0 + BN - 1 > m0 + off);
-        float mx0 = FA_NEG_INF, mx1 = FA_NEG_INF;
+        unsigned pa[MT][BN / 16][4];
 #pragma unroll
-        for (int nb = 0; nb < BN / 8; nb++) {
+        for (int mt = 0; mt < MT; mt++) {
+            float mx0 = FA_NEG_INF, mx1 = FA_NEG_INF;
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                float x = s[nb][e] * sl2;
-                if (need) {
-                    int key = j0 + nb * 8 + 2 * t + (e & 1);
-                    if (key >= (e < 2 ? lim0 : lim1)) x = FA_NEG_INF;
+            for (int nb = 0; nb < BN / 8; nb++) {
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    float x = s[mt][nb][e] * sl2;
+                    if (need) {
+                        int key = j0 + nb * 8 + 2 * t + (e & 1);
+                        if (key >= lim[mt][e >> 1]) x = FA_NEG_INF;
+                    }
+                    s[mt][nb][e] = x;
                 }
-                s[nb][e] = x;
+                mx0 = fmaxf(mx0, fmaxf(s[mt][nb][0], s[mt][nb][1]));
+                mx1 = fmaxf(mx1, fmaxf(s[mt][nb][2], s[mt][nb][3]));
             }
-            mx0 = fmaxf(mx0, fmaxf(s[nb][0], s[nb][1]));
-            mx1 = fmaxf(mx1, fmaxf(s[nb][2], s[nb][3]));
-        }
-        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-        const float mn0 = fmaxf(mr0, mx0), mn1 = fmaxf(mr1, mx1);
-        const float ms0 = mn0 == FA_NEG_INF ? 0.f : mn0, ms1 = mn1 == FA_NEG_INF ? 0.f : mn1;
-        const float a0 = fa_exp2(mr0 - ms0), a1 = fa_exp2(mr1 - ms1);
-        mr0 = mn0;
-        mr1 = mn1;
-        float ps0 = 0.f, ps1 = 0.f;
+            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+            const float mn0 = fmaxf(mr[mt][0], mx0), mn1 = fmaxf(mr[mt][1], mx1);
+            const float ms0 = mn0 == FA_NEG_INF ? 0.f : mn0, ms1 = mn1 == FA_NEG_INF ? 0.f : mn1;
+            const float a0 = fa_exp2(mr[mt][0] - ms0), a1 = fa_exp2(mr[mt][1] - ms1);
+            mr[mt][0] = mn0;
+            mr[mt][1] = mn1;
+            float ps0 = 0.f, ps1 = 0.f;
 #pragma unroll
-        for (int nb = 0; nb < BN / 8; nb++) {
-            s[nb][0] = fa_exp2(s[nb][0] - ms0);
-            s[nb][1] = fa_exp2(s[nb][1] - ms0);
-            s[nb][2] = fa_exp2(s[nb][2] - ms1);
-            s[nb][3] = fa_exp2(s[nb][3] - ms1);
-            ps0 += s[nb][0] + s[nb][1];
-            ps1 += s[nb][2] + s[nb][3];
-        }
-        l0 = l0 * a0 + ps0;
-        l1 = l1 * a1 + ps1;
+            for (int nb = 0; nb < BN / 8; nb++) {
+                s[mt][nb][0] = fa_exp2(s[mt][nb][0] - ms0);
+                s[mt][nb][1] = fa_exp2(s[mt][nb][1] - ms0);
+                s[mt][nb][2] = fa_exp2(s[mt][nb][2] - ms1);
+                s[mt][nb][3] = fa_exp2(s[mt][nb][3] - ms1);
+                ps0 += s[mt][nb][0] + s[mt][nb][1];
+                ps1 += s[mt][nb][2] + s[mt][nb][3];
+            }
+            lr[mt][0] = lr[mt][0] * a0 + ps0;
+            lr[mt][1] = lr[mt][1] * a1 + ps1;
 #pragma unroll
-        for (int i = 0; i < D / 8; i++) {
-            o[i][0] *= a0;
-            o[i][1] *= a0;
-            o[i][2] *= a1;
-            o[i][3] *= a1;
+            for (int i = 0; i < D / 8; i++) {
+                o[mt][i][0] *= a0;
+                o[mt][i][1] *= a0;
+                o[mt][i][2] *= a1;
+                o[mt][i][3] *= a1;
+            }
+#pragma unroll
+            for (int kk = 0; kk < BN / 16; kk++) {
+                pa[mt][kk][0] = fa_pack<BF>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+                pa[mt][kk][1] = fa_pack<BF>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+                pa[mt][kk][2] = fa_pack<BF>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+                pa[mt][kk][3] = fa_pack<BF>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+            }
         }
 #pragma unroll
         for (int kk = 0; kk < BN / 16; kk++) {
-            unsigned pa[4];
-            pa[0] = fa_pack<BF>(s[2 * kk][0], s[2 * kk][1]);
-            pa[1] = fa_pack<BF>(s[2 * kk][2], s[2 * kk][3]);
-            pa[2] = fa_pack<BF>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-            pa[3] = fa_pack<BF>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
 #pragma unroll
             for (int dp = 0; dp < D / 16; dp++) {
                 unsigned vb[4];
                 int r = kk * 16 + (lane & 15), ch = dp * 2 + (lane >> 4);
                 fa_ldsm4t(vb, tv + r * D + ((ch ^ (r & 7)) * 8));
-                fa_mma<BF>(o[2 * dp], pa, vb[0], vb[1]);
-                fa_mma<BF>(o[2 * dp + 1], pa, vb[2], vb[3]);
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    fa_mma<BF>(o[mt][2 * dp], pa[mt][kk], vb[0], vb[1]);
+                    fa_mma<BF>(o[mt][2 * dp + 1], pa[mt][kk], vb[2], vb[3]);
+                }
             }
         }
         __syncthreads();
     }
-    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
-    const float i0 = l0 > 0.f ? 1.f / l0 : 0.f, i1 = l1 > 0.f ? 1.f / l1 : 0.f;
 #pragma unroll
-    for (int db = 0; db < D / 8; db++) {
-        int d = db * 8 + 2 * t;
-        if (row0 < p.q_len) *(unsigned*)(O + (i64)row0 * p.o.ss + d) = fa_pack<BF>(o[db][0] * i0, o[db][1] * i0);
-        if (row1 < p.q_len) *(unsigned*)(O + (i64)row1 * p.o.ss + d) = fa_pack<BF>(o[db][2] * i1, o[db][3] * i1);
+    for (int mt = 0; mt < MT; mt++) {
+        float l0 = lr[mt][0], l1 = lr[mt][1];
+        l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+        l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+        l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+        l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+        const float i0 = l0 > 0.f ? 1.f / l0 : 0.f, i1 = l1 > 0.f ? 1.f / l1 : 0.f;
+        const int row0 = m0 + warp * 16 * MT + mt * 16 + g, row1 = row0 + 8;
+#pragma unroll
+        for (int db = 0; db < D / 8; db++) {
+            int d = db * 8 + 2 * t;
+            if (row0 < p.q_len) *(unsigned*)(O + (i64)row0 * p.o.ss + d) = fa_pack<BF>(o[mt][db][0] * i0, o[mt][db][1] * i0);
+            if (row1 < p.q_len) *(unsigned*)(O + (i64)row1 * p.o.ss + d) = fa_pack<BF>(o[mt][db][2] * i1, o[mt][db][3] * i1);
+        }
     }
 }
 
 template <class X> struct FaIsBf { static constexpr bool v = false; };
 template <> struct FaIsBf<bf16_t> { static constexpr bool v = true; };
 
-extern "C" __global__ void __launch_bounds__(128) flash_tc_d64_w4(const FaParams p) { flash_tc<64, 4, FaIsBf<T>::v>(p); }
-extern "C" __global__ void __launch_bounds__(256) flash_tc_d64_w8(const FaParams p) { flash_tc<64, 8, FaIsBf<T>::v>(p); }
-extern "C" __global__ void __launch_bounds__(128) flash_tc_d128_w4(const FaParams p) { flash_tc<128, 4, FaIsBf<T>::v>(p); }
+extern "C" __global__ void __launch_bounds__(128) flash_tc_d64_w4(const FaParams p) { flash_tc<64, 4, 1, FaIsBf<T>::v>(p); }
+extern "C" __global__ void __launch_bounds__(256) flash_tc_d64_w8(const FaParams p) { flash_tc<64, 8, 1, FaIsBf<T>::v>(p); }
+extern "C" __global__ void __launch_bounds__(128) flash_tc_d64_w4m2(const FaParams p) { flash_tc<64, 4, 2, FaIsBf<T>::v>(p); }
+extern "C" __global__ void __launch_bounds__(128) flash_tc_d128_w4(const FaParams p) { flash_tc<128, 4, 1, FaIsBf<T>::v>(p); }
 
 // ---------------------------------------------------------------------------------------------
 // Generic prefill: 8 warps, one query row each; tiles of p.bk (<= 32) keys staged in shared
@@ -526,6 +558,159 @@ extern "C" __global__ void __launch_bounds__(DEC_THREADS) decode_split(const Dec
         wl[((i64)b * p.n_heads + h0 + hh) * p.splits + s] = l > 0.f ? sM[hh] + log2f(l) : FA_NEG_INF;
     }
 }
+
+// The decode kernel for 16-byte aligned K/V rows with D * sizeof(T) / 16 <= 32 (LK lanes per key):
+// K and V go straight from memory to registers (each 16-byte chunk is read by one thread, once),
+// every lane keeps its q chunk of the block's GB heads in registers, a key's scores are reduced
+// over its LK lanes with shuffles, and each thread accumulates its chunk of P V for its keys;
+// the key slots are summed through shared memory at the end.
+template <int D, int GB>
+__device__ __forceinline__ void decode_vec(const DecParams& p) {
+    constexpr int VE = 16 / (int)sizeof(T);
+    constexpr int LK0 = D / VE, LK = LK0 > 32 ? 32 : LK0;
+    constexpr int KPW = 32 / LK, KPB = KPW * (DEC_THREADS / 32), NI = 4, TK = KPB * NI;
+    float* sS = (float*)fa_smem;  // GB x TK
+    float* sA = sS + GB * TK;
+    float* sM = sA + GB;
+    float* sL = sM + GB;
+    float* sRed = sL + GB;        // KPB x GB x D
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int ks = warp * KPW + lane / LK, c = lane % LK;
+    const int s = blockIdx.x, b = blockIdx.z;
+    const int kvh = blockIdx.y / p.hgroups, hg = blockIdx.y % p.hgroups;
+    const int G = p.n_heads / p.n_kv_heads;
+    const int h0 = kvh * G + hg * GB;
+    const int nh = min(GB, G - hg * GB);
+    int kvl = ((const int*)p.kv_lens)[b];
+    kvl = max(0, min(kvl, p.max_kv_len));
+    const int kb = s * p.chunk, ke = min(kb + p.chunk, kvl);
+    const T* Q = (const T*)p.q.ptr + (i64)b * p.q.sb;
+    const T* K = (const T*)p.k.ptr + (i64)b * p.k.sb + (i64)kvh * p.k.sh + c * VE;
+    const T* V = (const T*)p.v.ptr + (i64)b * p.v.sb + (i64)kvh * p.v.sh + c * VE;
+
+    float qr[GB][VE], acc[GB][VE];
+#pragma unroll
+    for (int g = 0; g < GB; g++)
+#pragma unroll
+        for (int e = 0; e < VE; e++) {
+            qr[g][e] = g < nh ? Ty<T>::ld(Q[(i64)(h0 + g) * p.q.sh + c * VE + e]) * p.scale_log2 : 0.f;
+            acc[g][e] = 0.f;
+        }
+    if (tid < GB) {
+        sM[tid] = FA_NEG_INF;
+        sL[tid] = 0.f;
+    }
+    for (int t0 = kb; t0 < ke; t0 += TK) {
+        const int nk = min(TK, ke - t0);
+        uint4 kr[NI], vr[NI];
+#pragma unroll
+        for (int i = 0; i < NI; i++) {
+            const int jj = ks + KPB * i;
+            if (jj < nk) {
+                kr[i] = *(const uint4*)(K + (i64)(t0 + jj) * p.k.ss);
+                vr[i] = *(const uint4*)(V + (i64)(t0 + jj) * p.v.ss);
+            } else {
+                kr[i] = make_uint4(0, 0, 0, 0);
+                vr[i] = make_uint4(0, 0, 0, 0);
+            }
+        }
+        __syncthreads();  // the previous tile's readers of sS are done
+#pragma unroll
+        for (int i = 0; i < NI; i++) {
+            MpVec<T, 16 / sizeof(T)> kv;
+            kv.raw = kr[i];
+            float part[GB];
+#pragma unroll
+            for (int g = 0; g < GB; g++) {
+                float a = 0.f;
+#pragma unroll
+                for (int e = 0; e < VE; e++) a = fmaf(qr[g][e], Ty<T>::ld(kv.v[e]), a);
+                part[g] = a;
+            }
+#pragma unroll
+            for (int o = LK / 2; o > 0; o >>= 1)
+#pragma unroll
+                for (int g = 0; g < GB; g++) part[g] += __shfl_xor_sync(0xffffffffu, part[g], o);
+            if (c == 0) {
+                const int jj = ks + KPB * i;
+#pragma unroll
+                for (int g = 0; g < GB; g++) sS[g * TK + jj] = (jj < nk && g < nh) ? part[g] : FA_NEG_INF;
+            }
+        }
+        __syncthreads();
+        for (int g = warp; g < GB; g += DEC_THREADS / 32) {
+            float mx = FA_NEG_INF;
+            for (int j = lane; j < TK; j += 32) mx = fmaxf(mx, sS[g * TK + j]);
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+            const float mo = sM[g];
+            const float mn = fmaxf(mo, mx);
+            const float ms = mn == FA_NEG_INF ? 0.f : mn;
+            float ps = 0.f;
+            for (int j = lane; j < TK; j += 32) {
+                float e = fa_exp2(sS[g * TK + j] - ms);
+                sS[g * TK + j] = e;
+                ps += e;
+            }
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) ps += __shfl_xor_sync(0xffffffffu, ps, o);
+            if (lane == 0) {
+                const float a = fa_exp2(mo - ms);
+                sA[g] = a;
+                sL[g] = sL[g] * a + ps;
+                sM[g] = mn;
+            }
+        }
+        __syncthreads();
+#pragma unroll
+        for (int g = 0; g < GB; g++) {
+            const float a = sA[g];
+#pragma unroll
+            for (int e = 0; e < VE; e++) acc[g][e] *= a;
+        }
+#pragma unroll
+        for (int i = 0; i < NI; i++) {
+            const int jj = ks + KPB * i;
+            if (jj < nk) {
+                MpVec<T, 16 / sizeof(T)> vv;
+                vv.raw = vr[i];
+#pragma unroll
+                for (int g = 0; g < GB; g++) {
+                    const float pg = sS[g * TK + jj];
+#pragma unroll
+                    for (int e = 0; e < VE; e++) acc[g][e] = fmaf(pg, Ty<T>::ld(vv.v[e]), acc[g][e]);
+                }
+            }
+        }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int g = 0; g < GB; g++)
+#pragma unroll
+        for (int e = 0; e < VE; e++) sRed[(ks * GB + g) * D + c * VE + e] = acc[g][e];
+    __syncthreads();
+    float* wo = (float*)p.ws_o;
+    float* wl = (float*)p.ws_lse;
+    const bool any = ke > kb;
+    for (int idx = tid; idx < nh * D; idx += DEC_THREADS) {
+        const int g = idx / D, d = idx - g * D;
+        float sum = 0.f;
+#pragma unroll
+        for (int k2 = 0; k2 < KPB; k2++) sum += sRed[(k2 * GB + g) * D + d];
+        const float l = any ? sL[g] : 0.f;
+        wo[(((i64)b * p.n_heads + h0 + g) * p.splits + s) * D + d] = l > 0.f ? sum / l : 0.f;
+    }
+    for (int g = tid; g < nh; g += DEC_THREADS) {
+        const float l = any ? sL[g] : 0.f;
+        wl[((i64)b * p.n_heads + h0 + g) * p.splits + s] = l > 0.f ? sM[g] + log2f(l) : FA_NEG_INF;
+    }
+}
+
+#define DEC_VEC(D, G) \
+    extern "C" __global__ void __launch_bounds__(DEC_THREADS) decode_vec_d##D##_g##G(const DecParams p) { decode_vec<D, G>(p); }
+DEC_VEC(64, 1) DEC_VEC(64, 2) DEC_VEC(64, 4) DEC_VEC(64, 8)
+DEC_VEC(128, 1) DEC_VEC(128, 2) DEC_VEC(128, 4) DEC_VEC(128, 8)
+DEC_VEC(256, 1) DEC_VEC(256, 2) DEC_VEC(256, 4) DEC_VEC(256, 8)
 
 // Merges the splits of one (sequence, head): weights 2^(lse_s - max), dims over the threads.
 extern "C" __global__ void __launch_bounds__(DEC_THREADS) decode_combine(const DecParams p) {
