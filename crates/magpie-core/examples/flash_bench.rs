@@ -3,7 +3,7 @@
 //!
 //!     cargo run --release -p magpie-core --example flash_bench
 
-use magpie_core::backend::cuda::attention::{decode_workspace_bytes, flash_decode, flash_forward, set_tc_variant_d64, AttnOperand, Causal, DecodeParams, FlashParams};
+use magpie_core::backend::cuda::attention::{decode_workspace_bytes, flash_decode, flash_forward, set_tc_variant_d128, set_tc_variant_d64, AttnOperand, Causal, DecodeParams, FlashParams};
 use magpie_core::backend::cuda::device::device;
 use magpie_core::backend::cuda::kern::elem_ptr;
 use magpie_core::{DType, Device, Result, Tensor};
@@ -36,9 +36,10 @@ fn main() -> Result<()> {
             let (_v, vp) = buf(&[1, kvh, s, d], dt)?;
             let (_o, op) = buf(&[1, h, s, d], dt)?;
             let p = FlashParams { dtype: dt, batch: 1, n_heads: h, n_kv_heads: kvh, head_dim: d, q_len: s, kv_len: s, scale: 1.0 / (d as f32).sqrt(), causal: Causal::TopLeft };
-            let variants: &[(usize, &str)] = if d == 64 { &[(0, "4 warps x 16 rows"), (1, "8 warps x 16 rows"), (2, "4 warps x 32 rows")] } else { &[(0, "4 warps x 16 rows")] };
+            let variants: &[(usize, &str)] = if d == 64 { &[(0, "4 warps x 16 rows"), (1, "8 warps x 16 rows"), (2, "4 warps x 32 rows")] } else { &[(0, "P packed late"), (1, "P packed early")] };
             for &(w, label) in variants {
                 set_tc_variant_d64(w);
+                set_tc_variant_d128(w);
                 let run = || flash_forward(&dev, &p, opnd(qp, h, s, d), opnd(kp, kvh, s, d), opnd(vp, kvh, s, d), opnd(op, h, s, d), None);
                 run()?;
                 dev.synchronize()?;
@@ -53,6 +54,7 @@ fn main() -> Result<()> {
                 println!("prefill causal bf16 d={d} H={h} KVH={kvh} S={s} [{label}]: {ms:.3} ms, {:.1} TFLOP/s", flops / ms / 1e9);
             }
             set_tc_variant_d64(2);
+            set_tc_variant_d128(0);
         }
     }
     for (b, h, kvh, d, l) in [(1usize, 32usize, 8usize, 64usize, 32768usize), (1, 32, 8, 128, 32768), (16, 32, 8, 64, 1024), (16, 32, 8, 64, 4096), (64, 32, 8, 64, 1024), (64, 32, 8, 128, 4096)] {

@@ -7,7 +7,7 @@
 #[path = "cuda_util/mod.rs"]
 mod util;
 
-use magpie_core::backend::cuda::attention::{decode_workspace_bytes, flash_decode, flash_forward, set_tc_variant_d64, AttnOperand, Causal, DecodeParams, FlashParams};
+use magpie_core::backend::cuda::attention::{decode_workspace_bytes, flash_decode, flash_forward, set_tc_variant_d128, set_tc_variant_d64, AttnOperand, Causal, DecodeParams, FlashParams};
 use magpie_core::backend::cuda::device::{device, CudaDevice};
 use magpie_core::backend::cuda::kern::elem_ptr;
 use magpie_core::ops::nn;
@@ -169,7 +169,7 @@ fn flash_forward_matches_reference() {
     }
 }
 
-/// Every variant of the head_dim-64 tensor-core kernel (the default is covered everywhere else).
+/// Every variant of the tensor-core kernels (the defaults are covered everywhere else).
 #[test]
 fn flash_forward_tc_variants() {
     if gpu().is_none() {
@@ -188,6 +188,17 @@ fn flash_forward_tc_variants() {
         }
     }
     set_tc_variant_d64(2);
+    for variant in [1, 0] {
+        set_tc_variant_d128(variant);
+        for dt in [DType::BF16, DType::F16] {
+            for &(lq, lk) in &[(1usize, 1usize), (63, 65), (200, 17), (300, 1000)] {
+                for causal in [Causal::None, Causal::TopLeft, Causal::BottomRight] {
+                    let s = Shape { b: 2, h: 4, kvh: 2, d: 128, lq, lk };
+                    run_case(&mut rng, dt, &s, causal, Some(&[lk, lk / 2]), variant == 1, None);
+                }
+            }
+        }
+    }
 }
 
 #[test]

@@ -127,6 +127,16 @@ pub fn set_tc_variant_d64(v: usize) {
     TC_VARIANT_D64.store(v.min(2), Ordering::Relaxed);
 }
 
+/// The head_dim-128 tensor-core kernel variant: 0 = P packed next to its use (the default),
+/// 1 = P packed right after the softmax.
+static TC_VARIANT_D128: AtomicUsize = AtomicUsize::new(0);
+
+/// Picks the head_dim-128 tensor-core kernel variant (0 or 1); for benchmarks and tests.
+#[doc(hidden)]
+pub fn set_tc_variant_d128(v: usize) {
+    TC_VARIANT_D128.store(v.min(1), Ordering::Relaxed);
+}
+
 fn check_common(op: &str, dtype: DType, n_heads: usize, n_kv_heads: usize, head_dim: usize) -> Result<()> {
     if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
         return Err(Error::dtype(op, format!("expected float32, float16 or bfloat16, got {}", dtype.name())));
@@ -228,6 +238,7 @@ pub fn flash_forward(dev: &CudaDevice, p: &FlashParams, q: AttnOperand, k: AttnO
             (64, 0) => ("flash_tc_d64_w4", 4, 16),
             (64, 1) => ("flash_tc_d64_w8", 8, 16),
             (64, _) => ("flash_tc_d64_w4m2", 4, 32),
+            _ if TC_VARIANT_D128.load(Ordering::Relaxed) == 1 => ("flash_tc_d128_w4e", 4, 16),
             _ => ("flash_tc_d128_w4", 4, 16),
         };
         let bm = rows * warps;

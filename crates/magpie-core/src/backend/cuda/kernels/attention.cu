@@ -1,5 +1,5 @@
 // Flash attention (after the preamble and kcommon.cuh; the host defines T, one module per dtype):
-//   flash_tc_d64_w4 / _w8 / _w4m2, flash_tc_d128_w4        tensor-core prefill (T = bf16_t or half_t)
+//   flash_tc_d64_w4 / _w8 / _w4m2, flash_tc_d128_w4 / _w4e  tensor-core prefill (T = bf16_t or half_t)
 //   flash_generic                                          scalar prefill, any head_dim <= 256
 //   decode_split / decode_combine                          split-KV decode ("flash decoding")
 // Every path is an online softmax over key tiles: O(q_len + kv_len) memory. Scores are kept in
@@ -102,7 +102,7 @@ __device__ __forceinline__ int fa_limit(int causal, int kvl, int off, int i) {
 // S = Q K^T and O += P V with mma.m16n8k16; the online softmax runs on the accumulator fragments
 // in registers.
 // ---------------------------------------------------------------------------------------------
-template <int D, int NW, int MT, bool BF>
+template <int D, int NW, int MT, bool LATE, bool BF>
 __device__ __forceinline__ void flash_tc(const FaParams& p) {
     constexpr int BM = 16 * MT * NW, BN = 64, NT = 32 * NW, CH = D / 8;
     typedef unsigned short u16;
@@ -260,6 +260,7 @@ __device__ __forceinline__ void flash_tc(const FaParams& p) {
                 o[mt][i][2] *= a1;
                 o[mt][i][3] *= a1;
             }
+            if (!LATE)
 #pragma unroll
             for (int kk = 0; kk < BN / 16; kk++) {
                 pa[mt][kk][0] = fa_pack<BF>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
@@ -270,6 +271,20 @@ __device__ __forceinline__ void flash_tc(const FaParams& p) {
         }
 #pragma unroll
         for (int kk = 0; kk < BN / 16; kk++) {
+            // LATE: P packed here, next to its use (the f32 scores stay live instead of the packed pairs)
+            unsigned pk[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                if (LATE) {
+                    pk[mt][0] = fa_pack<BF>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+                    pk[mt][1] = fa_pack<BF>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+                    pk[mt][2] = fa_pack<BF>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+                    pk[mt][3] = fa_pack<BF>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+                } else {
+#pragma unroll
+                    for (int e = 0; e < 4; e++) pk[mt][e] = pa[mt][kk][e];
+                }
+            }
 #pragma unroll
             for (int dp = 0; dp < D / 16; dp++) {
                 unsigned vb[4];
@@ -277,8 +292,8 @@ __device__ __forceinline__ void flash_tc(const FaParams& p) {
                 fa_ldsm4t(vb, tv + r * D + ((ch ^ (r & 7)) * 8));
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++) {
-                    fa_mma<BF>(o[mt][2 * dp], pa[mt][kk], vb[0], vb[1]);
-                    fa_mma<BF>(o[mt][2 * dp + 1], pa[mt][kk], vb[2], vb[3]);
+                    fa_mma<BF>(o[mt][2 * dp], pk[mt], vb[0], vb[1]);
+                    fa_mma<BF>(o[mt][2 * dp + 1], pk[mt], vb[2], vb[3]);
                 }
             }
         }
@@ -305,10 +320,11 @@ __device__ __forceinline__ void flash_tc(const FaParams& p) {
 template <class X> struct FaIsBf { static constexpr bool v = false; };
 template <> struct FaIsBf<bf16_t> { static constexpr bool v = true; };
 
-extern "C" __global__ void __launch_bounds__(128) flash_tc_d64_w4(const FaParams p) { flash_tc<64, 4, 1, FaIsBf<T>::v>(p); }
-extern "C" __global__ void __launch_bounds__(256) flash_tc_d64_w8(const FaParams p) { flash_tc<64, 8, 1, FaIsBf<T>::v>(p); }
-extern "C" __global__ void __launch_bounds__(128) flash_tc_d64_w4m2(const FaParams p) { flash_tc<64, 4, 2, FaIsBf<T>::v>(p); }
-extern "C" __global__ void __launch_bounds__(128) flash_tc_d128_w4(const FaParams p) { flash_tc<128, 4, 1, FaIsBf<T>::v>(p); }
+extern "C" __global__ void __launch_bounds__(128) flash_tc_d64_w4(const FaParams p) { flash_tc<64, 4, 1, true, FaIsBf<T>::v>(p); }
+extern "C" __global__ void __launch_bounds__(256) flash_tc_d64_w8(const FaParams p) { flash_tc<64, 8, 1, true, FaIsBf<T>::v>(p); }
+extern "C" __global__ void __launch_bounds__(128) flash_tc_d64_w4m2(const FaParams p) { flash_tc<64, 4, 2, false, FaIsBf<T>::v>(p); }
+extern "C" __global__ void __launch_bounds__(128) flash_tc_d128_w4(const FaParams p) { flash_tc<128, 4, 1, true, FaIsBf<T>::v>(p); }
+extern "C" __global__ void __launch_bounds__(128) flash_tc_d128_w4e(const FaParams p) { flash_tc<128, 4, 1, false, FaIsBf<T>::v>(p); }
 
 // ---------------------------------------------------------------------------------------------
 // Generic prefill: 8 warps, one query row each; tiles of p.bk (<= 32) keys staged in shared
@@ -712,24 +728,71 @@ DEC_VEC(64, 1) DEC_VEC(64, 2) DEC_VEC(64, 4) DEC_VEC(64, 8)
 DEC_VEC(128, 1) DEC_VEC(128, 2) DEC_VEC(128, 4) DEC_VEC(128, 8)
 DEC_VEC(256, 1) DEC_VEC(256, 2) DEC_VEC(256, 4) DEC_VEC(256, 8)
 
-// Merges the splits of one (sequence, head): weights 2^(lse_s - max), dims over the threads.
+// Merges the splits of one (sequence, head): weights 2^(lse_s - max) computed once into shared
+// memory, then each thread sums one dim over a strided subset of the splits (independent loads,
+// unrolled) and the subsets are added through shared memory.
+#define DEC_MAXS 256
 extern "C" __global__ void __launch_bounds__(DEC_THREADS) decode_combine(const DecParams p) {
-    const int bh = blockIdx.x;
+    __shared__ float sw[DEC_MAXS];
+    __shared__ float sred[DEC_THREADS];
+    __shared__ float swarp[DEC_THREADS / 32];
+    const int bh = blockIdx.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int b = bh / p.n_heads, h = bh - b * p.n_heads;
     const int D = p.head_dim, S = p.splits;
     const float* wo = (const float*)p.ws_o + (i64)bh * S * D;
     const float* wl = (const float*)p.ws_lse + (i64)bh * S;
     T* O = (T*)p.o.ptr + (i64)b * p.o.sb + (i64)h * p.o.sh;
+    // max of the log-sum-exps
     float mx = FA_NEG_INF;
-    for (int s = 0; s < S; s++) mx = fmaxf(mx, wl[s]);
+    for (int s = tid; s < S; s += DEC_THREADS) {
+        float v = wl[s];
+        sw[s] = v;
+        mx = fmaxf(mx, v);
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    if (lane == 0) swarp[warp] = mx;
+    __syncthreads();
+    mx = swarp[0];
+#pragma unroll
+    for (int w = 1; w < DEC_THREADS / 32; w++) mx = fmaxf(mx, swarp[w]);
     const float ms = mx == FA_NEG_INF ? 0.f : mx;
-    for (int d = threadIdx.x; d < D; d += DEC_THREADS) {
-        float num = 0.f, den = 0.f;
-        for (int s = 0; s < S; s++) {
-            float w = fa_exp2(wl[s] - ms);
-            den += w;
-            num = fmaf(w, wo[(i64)s * D + d], num);
+    __syncthreads();
+    float den = 0.f;
+    for (int s = tid; s < S; s += DEC_THREADS) {
+        float w = fa_exp2(sw[s] - ms);
+        sw[s] = w;
+        den += w;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) den += __shfl_xor_sync(0xffffffffu, den, o);
+    if (lane == 0) swarp[warp] = den;
+    __syncthreads();
+    den = 0.f;
+#pragma unroll
+    for (int w = 0; w < DEC_THREADS / 32; w++) den += swarp[w];
+    const float inv = den > 0.f ? 1.f / den : 0.f;
+    // dims: groups of D threads each take every nsg-th split (D <= 128), else a loop over dims
+    if (D <= DEC_THREADS) {
+        const int nsg = DEC_THREADS / D, d = tid % D, sg = tid / D;
+        float num = 0.f;
+        if (sg < nsg) {
+#pragma unroll 8
+            for (int s = sg; s < S; s += nsg) num = fmaf(sw[s], wo[(i64)s * D + d], num);
         }
-        O[d] = Ty<T>::st(den > 0.f ? num / den : 0.f);
+        sred[tid] = num;
+        __syncthreads();
+        if (tid < D) {
+            float t = 0.f;
+            for (int k = 0; k < nsg; k++) t += sred[k * D + tid];
+            O[tid] = Ty<T>::st(t * inv);
+        }
+    } else {
+        for (int d = tid; d < D; d += DEC_THREADS) {
+            float num = 0.f;
+#pragma unroll 8
+            for (int s = 0; s < S; s++) num = fmaf(sw[s], wo[(i64)s * D + d], num);
+            O[d] = Ty<T>::st(num * inv);
+        }
     }
 }
