@@ -144,7 +144,7 @@ fn check_common(op: &str, dtype: DType, n_heads: usize, n_kv_heads: usize, head_
     if head_dim == 0 || head_dim > MAX_HEAD_DIM {
         return Err(Error::value(op, format!("head_dim must be in 1..={MAX_HEAD_DIM}, got {head_dim}")));
     }
-    if n_kv_heads == 0 || n_heads % n_kv_heads != 0 {
+    if n_kv_heads == 0 || !n_heads.is_multiple_of(n_kv_heads) {
         return Err(Error::value(op, format!("n_kv_heads ({n_kv_heads}) must divide n_heads ({n_heads})")));
     }
     Ok(())
@@ -168,8 +168,8 @@ fn check_ptrs(op: &str, ops: &[(&str, &AttnOperand)]) -> Result<()> {
 
 /// 16-byte aligned base and strides (for 16-byte loads of rows).
 fn aligned16(o: &AttnOperand, esz: usize) -> bool {
-    let a = |s: i64| (s.unsigned_abs() as usize * esz) % 16 == 0;
-    o.ptr % 16 == 0 && a(o.sb) && a(o.sh) && a(o.ss)
+    let a = |s: i64| (s.unsigned_abs() as usize * esz).is_multiple_of(16);
+    o.ptr.is_multiple_of(16) && a(o.sb) && a(o.sh) && a(o.ss)
 }
 
 fn set_smem(op: &str, f: Func, bytes: usize) -> Result<()> {
@@ -327,7 +327,7 @@ pub fn flash_decode(dev: &CudaDevice, p: &DecodeParams, q: AttnOperand, k: AttnO
     if kv_lens == 0 || workspace == 0 {
         return Err(Error::value(op, "kv_lens and workspace must be device pointers"));
     }
-    if workspace % 4 != 0 {
+    if !workspace.is_multiple_of(4) {
         return Err(Error::value(op, "the workspace must be 4-byte aligned"));
     }
     let plan = decode_plan(p, dev.sm_count);
@@ -338,7 +338,7 @@ pub fn flash_decode(dev: &CudaDevice, p: &DecodeParams, q: AttnOperand, k: AttnO
     dev.bind()?;
     let esz = p.dtype.size();
     let d = p.head_dim;
-    let vec = (d * esz) % 16 == 0 && aligned16(&k, esz) && aligned16(&v, esz);
+    let vec = (d * esz).is_multiple_of(16) && aligned16(&k, esz) && aligned16(&v, esz);
     let kp = KDecParams {
         batch: p.batch as i32,
         n_heads: p.n_heads as i32,
