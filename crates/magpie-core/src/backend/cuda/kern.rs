@@ -32,6 +32,8 @@ pub enum KFile {
     NormBwd,
     /// cross_entropy forward and backward (`loss.rs`).
     Loss,
+    /// Flash attention prefill and decode (`attention.rs`).
+    Attention,
 }
 
 impl KFile {
@@ -46,6 +48,7 @@ impl KFile {
             KFile::Optim => "optim",
             KFile::NormBwd => "norm_bwd",
             KFile::Loss => "loss",
+            KFile::Attention => "attention",
         }
     }
     fn body(self) -> &'static str {
@@ -59,6 +62,7 @@ impl KFile {
             KFile::Optim => include_str!("kernels/optim.cu"),
             KFile::NormBwd => include_str!("kernels/norm_bwd.cu"),
             KFile::Loss => include_str!("kernels/loss.cu"),
+            KFile::Attention => include_str!("kernels/attention.cu"),
         }
     }
 }

@@ -51,6 +51,10 @@ pub fn scaled_dot_product_attention(q: &Tensor, k: &Tensor, v: &Tensor, mask: Op
     let (l, s) = (q.shape()[q.ndim() - 2], k.shape()[k.ndim() - 2]);
     let sc = scale.unwrap_or(1.0 / (e as f64).sqrt());
     if mask.is_none() && dropout_p == 0.0 {
+        #[cfg(feature = "cuda")]
+        if let Some(y) = super::attention_cuda::sdpa_flash(q, k, v, is_causal, sc, enable_gqa)? {
+            return Ok(y);
+        }
         if let Some(y) = super::attention_fused::sdpa_fused(q, k, v, is_causal, sc, enable_gqa)? {
             return Ok(y);
         }

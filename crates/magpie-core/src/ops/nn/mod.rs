@@ -6,6 +6,8 @@
 
 pub mod attention;
 mod attention_fused;
+#[cfg(feature = "cuda")]
+mod attention_cuda;
 pub mod conv;
 pub(crate) mod cross_entropy;
 pub mod ctc;
