@@ -2,7 +2,12 @@
 // core's preamble and `typedef <storage type> T;` (float, bf16_t or half_t) and, for the GEMV,
 // `typedef <output type> OT;`. Every kernel reads what changes between decode steps (token ids,
 // positions, lengths, sampling counters) from device memory, so one captured CUDA graph serves
-// every step. Math is f32; values are rounded to T where the module path rounds them.
+// every step. Math is f32; values are rounded to T where the module path rounds them. Kernel names
+// end in the host's MP_SUFFIX (one compiled module per storage / output dtype).
+
+#define MP_CAT2(a, b) a##b
+#define MP_CAT(a, b) MP_CAT2(a, b)
+#define MP_K(n) MP_CAT(n, MP_SUFFIX)
 
 template <class X> __device__ __forceinline__ X cvt(float v);
 template <> __device__ __forceinline__ float cvt<float>(float v) { return v; }
@@ -31,7 +36,7 @@ __device__ __forceinline__ float block_sum(float v, float* red) {
 
 // x[m] = wte[tok[m]] (+ wpe[pos[m]]), one block per token. With `kvlen`, also kvlen[m] = pos[m] + 1
 // (a decode step: row m is sequence m, whose cache holds pos[m] tokens before this one).
-extern "C" __global__ void embed(const int* __restrict__ tok, const int* __restrict__ pos, const T* __restrict__ wte, const T* __restrict__ wpe, T* __restrict__ x, int dim, int* __restrict__ kvlen) {
+extern "C" __global__ void MP_K(fused_embed)(const int* __restrict__ tok, const int* __restrict__ pos, const T* __restrict__ wte, const T* __restrict__ wpe, T* __restrict__ x, int dim, int* __restrict__ kvlen) {
     int m = blockIdx.x;
     const T* e = wte + (i64)tok[m] * dim;
     const T* p = wpe ? wpe + (i64)pos[m] * dim : nullptr;
@@ -48,7 +53,7 @@ extern "C" __global__ void embed(const int* __restrict__ tok, const int* __restr
 // the sum rounded to T like the module path's `x + o`), then h[m] = norm(x[m]): RMSNorm
 // (`rms != 0`: w * round(x * rsqrt(mean(x^2) + eps)), as transformers' LlamaRMSNorm) or LayerNorm
 // ((x - mean) * rsqrt(var + eps) * w + b). Dynamic shared memory: dim floats.
-extern "C" __global__ void add_norm(T* __restrict__ x, const T* __restrict__ delta, const T* __restrict__ dbias, const T* __restrict__ w, const T* __restrict__ b, T* __restrict__ h, int dim, float eps, int rms) {
+extern "C" __global__ void MP_K(fused_add_norm)(T* __restrict__ x, const T* __restrict__ delta, const T* __restrict__ dbias, const T* __restrict__ w, const T* __restrict__ b, T* __restrict__ h, int dim, float eps, int rms) {
     extern __shared__ float row[];
     __shared__ float red[32];
     int m = blockIdx.x;
@@ -87,7 +92,7 @@ extern "C" __global__ void add_norm(T* __restrict__ x, const T* __restrict__ del
 // rotary embedding (`cos_t`/`sin_t` [positions, D/2] in f32; null: none) to q and k at position
 // pos[m], writes q to q_out [M, H, D] and k, v into the caches at (sequence, kv head, pos[m]).
 // The sequence is `seq` when >= 0, else m (a decode step). Grid (M, H + 2 KVH), D/2 threads.
-extern "C" __global__ void rope_kv(const T* __restrict__ qkv, const T* __restrict__ bias, const int* __restrict__ pos, int seq, T* __restrict__ q_out, T* __restrict__ kc, T* __restrict__ vc, const float* __restrict__ cos_t, const float* __restrict__ sin_t, int H, int KVH, int D, i64 cache_sb, i64 cache_sh) {
+extern "C" __global__ void MP_K(fused_rope_kv)(const T* __restrict__ qkv, const T* __restrict__ bias, const int* __restrict__ pos, int seq, T* __restrict__ q_out, T* __restrict__ kc, T* __restrict__ vc, const float* __restrict__ cos_t, const float* __restrict__ sin_t, int H, int KVH, int D, i64 cache_sb, i64 cache_sh) {
     int m = blockIdx.x, hh = blockIdx.y, half = D >> 1;
     int width = (H + 2 * KVH) * D;
     int p = pos[m];
@@ -124,7 +129,7 @@ __device__ __forceinline__ float gelu_tanh(float v) { return 0.5f * v * (1.0f + 
 
 // out[m, i] = act(in[m, i] + bias[i]) (kind 0 silu, 1 gelu, 2 gelu tanh, 3 relu), times
 // in[m, I + i] (+ bias[I + i]) when `gated` (the gate | up halves of a fused projection).
-extern "C" __global__ void act(const T* __restrict__ in, const T* __restrict__ bias, T* __restrict__ out, i64 M, int I, int kind, int gated) {
+extern "C" __global__ void MP_K(fused_act)(const T* __restrict__ in, const T* __restrict__ bias, T* __restrict__ out, i64 M, int I, int kind, int gated) {
     i64 n = M * I;
     int w = gated ? 2 * I : I;
     for (i64 j = blockIdx.x * (i64)blockDim.x + threadIdx.x; j < n; j += (i64)gridDim.x * blockDim.x) {
@@ -174,10 +179,10 @@ __device__ __forceinline__ void gemv_rows(const T* __restrict__ x, const T* __re
         if (lane == 0) y[(i64)b * N + n] = cvt<OT>(s);
     }
 }
-extern "C" __global__ void gemv1(const T* x, const T* w, OT* y, int N, int K) { gemv_rows<1>(x, w, y, N, K); }
-extern "C" __global__ void gemv2(const T* x, const T* w, OT* y, int N, int K) { gemv_rows<2>(x, w, y, N, K); }
-extern "C" __global__ void gemv3(const T* x, const T* w, OT* y, int N, int K) { gemv_rows<3>(x, w, y, N, K); }
-extern "C" __global__ void gemv4(const T* x, const T* w, OT* y, int N, int K) { gemv_rows<4>(x, w, y, N, K); }
+extern "C" __global__ void MP_K(fused_gemv1)(const T* x, const T* w, OT* y, int N, int K) { gemv_rows<1>(x, w, y, N, K); }
+extern "C" __global__ void MP_K(fused_gemv2)(const T* x, const T* w, OT* y, int N, int K) { gemv_rows<2>(x, w, y, N, K); }
+extern "C" __global__ void MP_K(fused_gemv3)(const T* x, const T* w, OT* y, int N, int K) { gemv_rows<3>(x, w, y, N, K); }
+extern "C" __global__ void MP_K(fused_gemv4)(const T* x, const T* w, OT* y, int N, int K) { gemv_rows<4>(x, w, y, N, K); }
 
 // ---- token selection: one block (1024 threads) per sequence, over f32 logits [B, V] ----
 
@@ -225,7 +230,7 @@ __device__ unsigned kth_key(const float* __restrict__ l, int V, int need, unsign
 // advances pos[b] and the draw counter ctr[b]. Row b is sequence row0 + b (its draws' stream).
 // With `hist` (host-mapped memory), the token also goes to hist[sequence][ctr[b]], where the host
 // reads it while the next step runs.
-extern "C" __global__ void select_token(float* __restrict__ logits, int V, unsigned char* __restrict__ seen, int* __restrict__ tok, int* __restrict__ pos, u64* __restrict__ ctr, const SampleArgs* __restrict__ sargs, int row0, int* __restrict__ hist, int hist_stride) {
+extern "C" __global__ void MP_K(fused_select_token)(float* __restrict__ logits, int V, unsigned char* __restrict__ seen, int* __restrict__ tok, int* __restrict__ pos, u64* __restrict__ ctr, const SampleArgs* __restrict__ sargs, int row0, int* __restrict__ hist, int hist_stride) {
     const SampleArgs a = *sargs;
     __shared__ float red[32];
     __shared__ float sv[32];

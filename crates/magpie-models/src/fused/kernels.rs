@@ -60,12 +60,13 @@ impl Kernels {
     /// Compiles (or loads from the kernel cache) the kernels for `dtype` on `dev`.
     pub fn new(dev: &CudaDevice, dtype: DType) -> Result<Kernels> {
         let t = ctype(dtype)?;
-        let src = |ot: &str| format!("{PREAMBLE}\ntypedef {t} T;\ntypedef {ot} OT;\n{SRC}");
-        let same = src(t);
-        let f32o = src("float");
-        let name = |k: &str| format!("fused_{k}_{}", dtype.name());
-        let f = |k: &str| compile::function(dev, &name(k), &same);
-        let g = |k: &str| compile::function(dev, &format!("{}_f32out", name(k)), &f32o);
+        // kernel `fused_<k>` is compiled as `fused_<k><suffix>`: the name NVRTC's module exports and
+        // the key of the kernel cache
+        let src = |ot: &str, suffix: &str| format!("{PREAMBLE}\ntypedef {t} T;\ntypedef {ot} OT;\n#define MP_SUFFIX {suffix}\n{SRC}");
+        let (s1, s2) = (format!("_{}", dtype.name()), format!("_{}_f32out", dtype.name()));
+        let (same, f32o) = (src(t, &s1), src("float", &s2));
+        let f = |k: &str| compile::function(dev, &format!("fused_{k}{s1}"), &same);
+        let g = |k: &str| compile::function(dev, &format!("fused_{k}{s2}"), &f32o);
         Ok(Kernels {
             dtype,
             embed: f("embed")?,
