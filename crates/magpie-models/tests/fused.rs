@@ -21,15 +21,19 @@ fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hf").join(name)
 }
 
-fn gpu() -> bool {
+/// The tests share the device's one stream; a test capturing a CUDA graph must not see another
+/// test's work queued on it, so they run one at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn gpu() -> Option<std::sync::MutexGuard<'static, ()>> {
     if cuda::is_available() {
-        return true;
+        return Some(SERIAL.lock().unwrap_or_else(|e| e.into_inner()));
     }
     if std::env::var("MAGPIE_REQUIRE_CUDA").is_ok_and(|v| v == "1") {
         panic!("MAGPIE_REQUIRE_CUDA=1 but CUDA is not available: {}", cuda::unavailable("test"));
     }
     eprintln!("skipped: no CUDA");
-    false
+    None
 }
 
 const DEV: Device = Device::Cuda(0);
@@ -94,9 +98,7 @@ fn random(dir: &Path, arch: &str, dtype: DType) -> AutoModel {
 
 #[test]
 fn float32_greedy_equals_module_path_and_transformers() {
-    if !gpu() {
-        return;
-    }
+    let Some(_serial) = gpu() else { return };
     for name in ["tiny-gpt2", "tiny-llama", "tiny-qwen2"] {
         let m = load(&fixture(name), DType::F32);
         let (ids, want) = reference_greedy(name);
@@ -116,9 +118,7 @@ fn float32_greedy_equals_module_path_and_transformers() {
 
 #[test]
 fn prefill_and_decode_logits_match_module_path() {
-    if !gpu() {
-        return;
-    }
+    let Some(_serial) = gpu() else { return };
     let tmp = tempfile::tempdir().unwrap();
     let prompt: Vec<u32> = (0..37).map(|i| (i * 37 + 11) % 500).collect();
     let mut cases: Vec<(String, AutoModel, f32)> = Vec::new();
@@ -150,9 +150,7 @@ fn prefill_and_decode_logits_match_module_path() {
 
 #[test]
 fn graph_replay_equals_eager_launches_and_gemv_equals_cublas() {
-    if !gpu() {
-        return;
-    }
+    let Some(_serial) = gpu() else { return };
     let tmp = tempfile::tempdir().unwrap();
     for dtype in [DType::F32, DType::BF16] {
         let m = random(tmp.path(), "llama", dtype);
@@ -174,9 +172,7 @@ fn graph_replay_equals_eager_launches_and_gemv_equals_cublas() {
 
 #[test]
 fn batches_of_different_lengths_and_chunked_prefill_equal_single_rows() {
-    if !gpu() {
-        return;
-    }
+    let Some(_serial) = gpu() else { return };
     let tmp = tempfile::tempdir().unwrap();
     for (label, m) in [("tiny-llama", load(&fixture("tiny-llama"), DType::F32)), ("random gpt2", random(tmp.path(), "gpt2", DType::F32)), ("random llama", random(tmp.path(), "llama", DType::F32))] {
         let prompts: Vec<Vec<u32>> = vec![(0..23).map(|i| (i * 7 + 1) % 400).collect(), vec![11, 4], (0..9).map(|i| i * 3 + 2).collect(), vec![250]];
@@ -203,9 +199,7 @@ fn batches_of_different_lengths_and_chunked_prefill_equal_single_rows() {
 
 #[test]
 fn sampling_on_the_gpu_is_seeded_inside_top_k_and_stops_at_eos() {
-    if !gpu() {
-        return;
-    }
+    let Some(_serial) = gpu() else { return };
     let m = load(&fixture("tiny-llama"), DType::F32);
     let p = vec![vec![1u32, 20, 30, 40]];
     let mut e = engine(&m, 2, 64);
@@ -245,9 +239,7 @@ fn sampling_on_the_gpu_is_seeded_inside_top_k_and_stops_at_eos() {
 
 #[test]
 fn bad_inputs_are_errors() {
-    if !gpu() {
-        return;
-    }
+    let Some(_serial) = gpu() else { return };
     let m = load(&fixture("tiny-llama"), DType::F32);
     let mut e = engine(&m, 2, 16);
     let msg = |r: magpie_core::Result<Vec<Vec<u32>>>| r.err().map(|e| e.to_string()).unwrap_or_default();

@@ -300,7 +300,8 @@ impl FusedDecoder {
 
     /// One decode step for sequences `0..batch`: each one's token and position from the device
     /// state, all layers, the LM head and the selection of the next token. Replays the step's CUDA
-    /// graph (captured on first use for this batch size) unless graphs are off.
+    /// graph (captured on first use for this batch size) unless graphs are off. While a graph is
+    /// captured, no other thread may queue work on this device (all work shares its one stream).
     pub fn decode_step(&mut self, batch: usize) -> Result<()> {
         let op = "fused.decode";
         if batch == 0 || batch > self.cfg.max_batch {
