@@ -214,7 +214,7 @@ __device__ unsigned kth_key(const float* __restrict__ l, int V, int need, unsign
     unsigned lo = 0, hi = 0xffffffffu;
     __shared__ float red[32];
     while (lo < hi) {
-        unsigned mid = lo + (hi - lo + 1) / 2;
+        unsigned mid = (unsigned)(((u64)lo + (u64)hi + 1) >> 1);  // no overflow at lo = 0, hi = ~0
         float c = 0.0f;
         for (int i = threadIdx.x; i < V; i += blockDim.x) c += fkey(l[i]) >= mid ? 1.0f : 0.0f;
         float tot = block_sum(c, red);
@@ -289,7 +289,7 @@ extern "C" __global__ void MP_K(fused_select_token)(float* __restrict__ logits, 
             unsigned lo = lo_key, hi = fkey(mx);
             float need = a.top_p * z;
             while (lo < hi) {
-                unsigned mid = lo + (hi - lo + 1) / 2;
+                unsigned mid = (unsigned)(((u64)lo + (u64)hi + 1) >> 1);  // no overflow at lo = 0, hi = ~0
                 float s = 0.0f;
                 for (int i = threadIdx.x; i < V; i += blockDim.x) {
                     float v = l[i];
