@@ -228,7 +228,10 @@ impl FusedDecoder {
             hist: MappedI32::new(&dev, cfg.max_batch * cfg.max_len)?,
             events: [Event::new(&dev)?, Event::new(&dev)?],
         };
-        Ok(FusedDecoder { dev, dtype, k, w, lp, cfg, b, graphs: HashMap::new() })
+        let mut e = FusedDecoder { dev, dtype, k, w, lp, cfg, b, graphs: HashMap::new() };
+        // greedy until told otherwise
+        e.set_sampling(SampleArgs { temperature: 0.0, top_k: 0, top_p: 1.0, penalty: 1.0, seed: 0 })?;
+        Ok(e)
     }
 
     /// The model's shapes.
