@@ -16,7 +16,7 @@ use magpie_core::{DType, Device, Error, Result, Tensor};
 use magpie_models::auto::AutoModel;
 use magpie_models::hub::LoadOptions;
 use magpie_models::causal_lm::CausalLm;
-use magpie_models::fused::{sample_args, EngineConfig, FusedDecoder};
+use magpie_models::fused::{sample_args, EngineConfig, FusedDecoder, FusedEncoder};
 use magpie_models::generate::{generate, GenerationConfig};
 use magpie_models::positions::StepInputs;
 use serde_json::{json, Value};
@@ -179,17 +179,18 @@ fn run_case(a: &Args, case: &str, path: &str) -> Result<Vec<Value>> {
     let batch = prompts.len();
     let prompt_len = prompts[0].len();
     let encoder = work["model"].as_str() == Some("encoder");
+    let mut fused_encoder = None;
     if encoder && path == "fused" {
-        return Err(Error::unsupported("bench-models", "the fused engine covers the decoders (GPT-2, Llama, Qwen2); BERT runs on the module path only"));
+        fused_encoder = Some(FusedEncoder::from_model(&model, batch, prompt_len)?);
     }
     let mut engine = None;
-    if path == "fused" {
+    if path == "fused" && !encoder {
         // MAGPIE_FUSED_GEMV=0: cuBLAS for every product (to compare with our GEMV)
         let gemv = std::env::var("MAGPIE_FUSED_GEMV").map_or(true, |v| v != "0");
         let cfg = EngineConfig { max_batch: batch, max_len: prompt_len + new_tokens.max(1), gemv, ..EngineConfig::default() };
         engine = Some(FusedDecoder::from_model(&model, cfg)?);
     }
-    let model = if engine.is_some() { None } else { Some(model) };
+    let model = if engine.is_some() || fused_encoder.is_some() { None } else { Some(model) };
     sync(dev)?;
     let build_s = t0.elapsed().as_secs_f64();
     let weights_bytes = peak(dev);
@@ -243,14 +244,15 @@ fn run_case(a: &Args, case: &str, path: &str) -> Result<Vec<Value>> {
         }
     }
     if metrics.iter().any(|m| m == "forward") {
-        let m = model.as_ref().ok_or_else(|| Error::value("bench-models", "no model"))?;
         let ids: Vec<i64> = prompts.iter().flatten().map(|&t| t as i64).collect();
         let ids = Tensor::from_vec(ids, &[batch, prompt_len])?.to_device(dev)?;
-        let fwd = || -> Result<()> {
-            let o = m.forward(&ids, None, None, false)?;
-            sync(dev)?;
-            drop(o);
-            Ok(())
+        let mut fwd = || -> Result<()> {
+            match (fused_encoder.as_mut(), model.as_ref()) {
+                (Some(e), _) => drop(e.forward(&ids, None, None)?),
+                (None, Some(m)) => drop(m.forward(&ids, None, None, false)?),
+                _ => return Err(Error::value("bench-models", "no model")),
+            }
+            sync(dev)
         };
         for _ in 0..a.warmup {
             fwd()?;

@@ -265,3 +265,68 @@ fn bad_inputs_are_errors() {
     let g = load(&fixture("tiny-gpt2"), DType::F32);
     assert!(FusedDecoder::from_model(&g, EngineConfig { max_len: 1_000_000, ..EngineConfig::default() }).is_err());
 }
+
+fn bert_model(dir: &Path, dtype: DType) -> AutoModel {
+    let cfg = serde_json::json!({"architectures": ["BertModel"], "model_type": "bert", "hidden_size": 256, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "intermediate_size": 512, "vocab_size": 1000, "max_position_embeddings": 128, "type_vocab_size": 2,
+        "hidden_act": "gelu", "layer_norm_eps": 1e-12});
+    let d = dir.join("bert");
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(d.join("config.json"), cfg.to_string()).unwrap();
+    AutoModel::from_config_random(d, &LoadOptions { dtype, device: DEV }, 3).unwrap()
+}
+
+fn host(t: &Tensor) -> Vec<f32> {
+    t.to_dtype(DType::F32).unwrap().to_device(Device::Cpu).unwrap().contiguous().unwrap().to_vec::<f32>().unwrap()
+}
+
+/// The fused BERT encoder against the module path: last hidden state and pooler, with and without
+/// a right-padded mask and token types, float32 and bfloat16, graph replay equal to eager launches.
+#[test]
+fn fused_bert_matches_module_path() {
+    let Some(_serial) = gpu() else { return };
+    use magpie_models::fused::FusedEncoder;
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cases = vec![("tiny-bert f32", load(&fixture("tiny-bert"), DType::F32), 1e-4f32)];
+    cases.push(("random bert f32", bert_model(tmp.path(), DType::F32), 1e-4));
+    cases.push(("random bert bf16", bert_model(tmp.path(), DType::BF16), 4e-2));
+    for (label, m, tol) in &cases {
+        let (b, t) = (3usize, 37usize);
+        let ids = Tensor::from_vec((0..b * t).map(|i| ((i * 31 + 7) % 90) as i64).collect::<Vec<_>>(), &[b, t]).unwrap().to_device(DEV).unwrap();
+        let lens = [37usize, 20, 1];
+        let mask: Vec<i64> = (0..b * t).map(|i| ((i % t) < lens[i / t]) as i64).collect();
+        let mask = Tensor::from_vec(mask.clone(), &[b, t]).unwrap().to_device(DEV).unwrap();
+        let types = Tensor::from_vec((0..b * t).map(|i| ((i % t) >= 10) as i64).collect::<Vec<_>>(), &[b, t]).unwrap().to_device(DEV).unwrap();
+        let mut e = FusedEncoder::from_model(m, 4, 64).unwrap();
+        for (with_mask, with_types) in [(false, false), (true, true)] {
+            let (mk, tt) = (with_mask.then_some(&mask), with_types.then_some(&types));
+            let want = {
+                let _g = no_grad();
+                m.forward(&ids, mk, tt, false).unwrap()
+            };
+            let got = e.forward(&ids, mk, tt).unwrap();
+            let (g, w) = (host(&got.last_hidden_state), host(&want.last_hidden_state));
+            // compare the valid positions only (padded queries differ by design when masked)
+            let h = g.len() / (b * t);
+            let keep = |i: &usize| !with_mask || (i / h) % t < lens[i / h / t];
+            let gv: Vec<f32> = (0..g.len()).filter(keep).map(|i| g[i]).collect();
+            let wv: Vec<f32> = (0..w.len()).filter(keep).map(|i| w[i]).collect();
+            let d = rel_diff(&gv, &wv);
+            assert!(d <= *tol, "{label} (mask {with_mask}): last_hidden_state differs from the module path by {d}");
+            if let (Some(gp), Some(wp)) = (&got.pooler_output, &want.pooler_output) {
+                let d = rel_diff(&host(gp), &host(wp));
+                assert!(d <= *tol, "{label}: pooler_output differs by {d}");
+            }
+        }
+        e.cuda_graphs = false;
+        let eager = host(&e.forward(&ids, Some(&mask), None).unwrap().last_hidden_state);
+        e.cuda_graphs = true;
+        let graphed = host(&e.forward(&ids, Some(&mask), None).unwrap().last_hidden_state);
+        assert_eq!(eager, graphed, "{label}: graph replay differs from eager launches");
+        // bad inputs
+        let left = Tensor::from_vec((0..b * t).map(|i| ((i % t) > 3) as i64).collect::<Vec<_>>(), &[b, t]).unwrap();
+        assert!(e.forward(&ids, Some(&left), None).is_err(), "a left-padded mask is refused");
+        let big = Tensor::zeros(&[5, 8]).unwrap().to_dtype(DType::I64).unwrap();
+        assert!(e.forward(&big, None, None).is_err(), "a batch larger than allocated is refused");
+    }
+}

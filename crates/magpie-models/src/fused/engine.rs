@@ -4,16 +4,14 @@
 //! buffers, captured once per batch size as a CUDA graph and replayed per token. Only the chosen
 //! token ids come back to the host.
 
+use super::buffers::{download, opt_ptr, ptr, upload, Buf};
 use super::kernels::{Kernels, SampleArgs};
 use super::weights::{DecoderWeights, NormKind, NormW, Spec};
 use magpie_core::backend::cuda::attention::{self, AttnOperand, Causal, DecodeParams, FlashParams};
 use magpie_core::backend::cuda::device::{self, CudaDevice};
-use magpie_core::backend::cuda::elementwise::storage_of;
 use magpie_core::backend::cuda::graph::{self, CudaGraph};
 use magpie_core::backend::cuda::host_mapped::{Event, MappedI32};
-use magpie_core::backend::cuda::memcpy;
-use magpie_core::backend::cuda::CudaStorage;
-use magpie_core::{DType, Device, Error, Result, Tensor};
+use magpie_core::{DType, Device, Error, Result};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -36,32 +34,6 @@ impl Default for EngineConfig {
     fn default() -> Self {
         EngineConfig { max_batch: 1, max_len: 2048, prefill_chunk: 4096, cuda_graphs: true, gemv: true }
     }
-}
-
-/// One device buffer and its address.
-struct Buf {
-    _st: CudaStorage,
-    ptr: u64,
-}
-
-impl Buf {
-    fn new(dev: &Arc<CudaDevice>, dtype: DType, len: usize, what: &str) -> Result<Buf> {
-        let st = CudaStorage::alloc(dev, dtype, len.max(1)).map_err(|e| Error::device("fused", format!("allocating the {what} ({} bytes): {e}", len * dtype.size())))?;
-        let ptr = st.ptr();
-        Ok(Buf { _st: st, ptr })
-    }
-    fn at(&self, elem: usize, dtype: DType) -> u64 {
-        self.ptr + (elem * dtype.size()) as u64
-    }
-}
-
-fn ptr(t: &Tensor) -> Result<u64> {
-    let (p, _) = storage_of("fused", t)?;
-    Ok(p + (t.storage_offset() * t.dtype().size()) as u64)
-}
-
-fn opt_ptr(t: &Option<Tensor>) -> Result<u64> {
-    t.as_ref().map_or(Ok(0), ptr)
 }
 
 /// Raw addresses of one block's weights.
@@ -386,7 +358,7 @@ impl FusedDecoder {
         let rms = s.norm == NormKind::Rms;
         let wpe = self.w.wpe.as_ref().map_or(Ok(0), ptr)?;
         let gemv = self.cfg.gemv;
-        k.embed(d, m, tok, pos, ptr(&self.w.wte)?, wpe, b.x.ptr, s.hidden, if prefill.is_some() { 0 } else { kvlen })?;
+        k.embed(d, m, tok, pos, ptr(&self.w.wte)?, wpe, b.x.ptr, s.hidden, if prefill.is_some() { 0 } else { kvlen }, 0, 0)?;
         let first = self.lp.first().map(|l| l.n1).unwrap_or((ptr(&self.w.final_norm.w)?, opt_ptr(&self.w.final_norm.b)?));
         k.add_norm(d, m, b.x.ptr, 0, 0, first.0, first.1, b.h.ptr, s.hidden, s.eps, rms)?;
         let cache_sh = (self.cfg.max_len * s.head_dim) as i64;
@@ -438,14 +410,3 @@ fn decode_params(s: &Spec, dtype: DType, batch: usize, max_len: usize) -> Decode
     DecodeParams { dtype, batch, n_heads: s.heads, n_kv_heads: s.kv_heads, head_dim: s.head_dim, max_kv_len: max_len, scale: s.scale }
 }
 
-/// Host values to one of the engine's buffers (queued on the stream).
-fn upload<T: Copy>(dev: &CudaDevice, dst: u64, v: &[T]) -> Result<()> {
-    // SAFETY: every caller passes one of the engine's buffers at an in-range offset.
-    unsafe { memcpy::htod(dev, dst, v) }
-}
-
-/// `n` values from one of the engine's buffers (waits for the stream).
-fn download<T: Copy + Default>(dev: &CudaDevice, src: u64, n: usize) -> Result<Vec<T>> {
-    // SAFETY: every caller reads an in-range prefix of one of the engine's i32 / f32 buffers.
-    unsafe { memcpy::dtoh(dev, src, n) }
-}

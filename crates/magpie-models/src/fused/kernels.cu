@@ -34,15 +34,18 @@ __device__ __forceinline__ float block_sum(float v, float* red) {
     return warp_sum(t);
 }
 
-// x[m] = wte[tok[m]] (+ wpe[pos[m]]), one block per token. With `kvlen`, also kvlen[m] = pos[m] + 1
-// (a decode step: row m is sequence m, whose cache holds pos[m] tokens before this one).
-extern "C" __global__ void MP_K(fused_embed)(const int* __restrict__ tok, const int* __restrict__ pos, const T* __restrict__ wte, const T* __restrict__ wpe, T* __restrict__ x, int dim, int* __restrict__ kvlen) {
+// x[m] = wte[tok[m]] (+ wpe[pos[m]]) (+ tte[types[m]], row 0 when `types` is null), one block per
+// token, summed in f32 and rounded once. With `kvlen`, also kvlen[m] = pos[m] + 1 (a decode step: row
+// m is sequence m, whose cache holds pos[m] tokens before this one).
+extern "C" __global__ void MP_K(fused_embed)(const int* __restrict__ tok, const int* __restrict__ pos, const T* __restrict__ wte, const T* __restrict__ wpe, T* __restrict__ x, int dim, int* __restrict__ kvlen, const T* __restrict__ tte, const int* __restrict__ types) {
     int m = blockIdx.x;
     const T* e = wte + (i64)tok[m] * dim;
     const T* p = wpe ? wpe + (i64)pos[m] * dim : nullptr;
+    const T* tt = tte ? tte + (types ? (i64)types[m] * dim : 0) : nullptr;
     T* o = x + (i64)m * dim;
     for (int i = threadIdx.x; i < dim; i += blockDim.x) {
         float v = to_f32(e[i]);
+        if (tt) v += to_f32(tt[i]);
         if (p) v += to_f32(p[i]);
         o[i] = cvt<T>(v);
     }
@@ -127,9 +130,11 @@ extern "C" __global__ void MP_K(fused_rope_kv)(const T* __restrict__ qkv, const 
 __device__ __forceinline__ float gelu_erf(float v) { return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f)); }
 __device__ __forceinline__ float gelu_tanh(float v) { return 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v))); }
 
-// out[m, i] = act(in[m, i] + bias[i]) (kind 0 silu, 1 gelu, 2 gelu tanh, 3 relu), times
+// out[m, i] = act(in[m, i] + bias[i]) (kind 0 silu, 1 gelu, 2 gelu tanh, 3 relu, 4 none, 5 tanh), times
 // in[m, I + i] (+ bias[I + i]) when `gated` (the gate | up halves of a fused projection).
-extern "C" __global__ void MP_K(fused_act)(const T* __restrict__ in, const T* __restrict__ bias, T* __restrict__ out, i64 M, int I, int kind, int gated) {
+// Without `gated`, `in` and `out` may be the same buffer (each element is read, then written, by one
+// thread).
+extern "C" __global__ void MP_K(fused_act)(const T* in, const T* __restrict__ bias, T* out, i64 M, int I, int kind, int gated) {
     i64 n = M * I;
     int w = gated ? 2 * I : I;
     for (i64 j = blockIdx.x * (i64)blockDim.x + threadIdx.x; j < n; j += (i64)gridDim.x * blockDim.x) {
@@ -137,7 +142,7 @@ extern "C" __global__ void MP_K(fused_act)(const T* __restrict__ in, const T* __
         int i = (int)(j - m * I);
         float g = to_f32(in[m * w + i]);
         if (bias) g = rnd(g + to_f32(bias[i]));
-        float a = kind == 0 ? g / (1.0f + expf(-g)) : kind == 1 ? gelu_erf(g) : kind == 2 ? gelu_tanh(g) : fmaxf(g, 0.0f);
+        float a = kind == 0 ? g / (1.0f + expf(-g)) : kind == 1 ? gelu_erf(g) : kind == 2 ? gelu_tanh(g) : kind == 3 ? fmaxf(g, 0.0f) : kind == 4 ? g : tanhf(g);
         if (gated) {
             float u = to_f32(in[m * w + I + i]);
             if (bias) u = rnd(u + to_f32(bias[I + i]));

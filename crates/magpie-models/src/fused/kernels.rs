@@ -16,6 +16,9 @@ pub enum ActKind {
     Gelu = 1,
     GeluTanh = 2,
     Relu = 3,
+    /// The bias alone (`in + bias`).
+    Identity = 4,
+    Tanh = 5,
 }
 
 /// What `select_token` does with a row of logits.
@@ -79,11 +82,12 @@ impl Kernels {
         })
     }
 
-    /// `x[m] = wte[tok[m]] (+ wpe[pos[m]])` for `m < rows`; with `kvlen`, `kvlen[m] = pos[m] + 1`.
+    /// `x[m] = wte[tok[m]] (+ wpe[pos[m]]) (+ tte[types[m]])` for `m < rows` (0 addresses: absent;
+    /// `types` 0 with a `tte`: type 0); with `kvlen`, `kvlen[m] = pos[m] + 1`.
     #[allow(clippy::too_many_arguments)]
-    pub fn embed(&self, dev: &CudaDevice, rows: usize, tok: u64, pos: u64, wte: u64, wpe: u64, x: u64, dim: usize, kvlen: u64) -> Result<()> {
+    pub fn embed(&self, dev: &CudaDevice, rows: usize, tok: u64, pos: u64, wte: u64, wpe: u64, x: u64, dim: usize, kvlen: u64, tte: u64, types: u64) -> Result<()> {
         let mut a = Args::new();
-        a.push(tok).push(pos).push(wte).push(wpe).push(x).push(dim as i32).push(kvlen);
+        a.push(tok).push(pos).push(wte).push(wpe).push(x).push(dim as i32).push(kvlen).push(tte).push(types);
         launch(dev, "fused.embed", self.embed, (rows as u32, 1, 1), (256, 1, 1), 0, &mut a)
     }
 

@@ -2,7 +2,9 @@
 //! preallocated device buffers: fused norm + residual, bias + rotary embedding + KV-cache write,
 //! flash attention (prefill) and split-KV decoding, GEMV for decode projections (cuBLAS for wider
 //! products), token selection on the GPU, and the whole decode step replayed as one CUDA graph.
-//! It reads the weights the module path loaded and is tested against it (`tests/fused.rs`).
+//! BERT runs as a [`FusedEncoder`] (GEMMs, flash attention, fused bias/GELU/residual/LayerNorm, one
+//! CUDA graph per input shape). Both read the weights the module path loaded and are tested against
+//! it (`tests/fused.rs`).
 //!
 //! ```no_run
 //! use magpie_models::auto::AutoModel;
@@ -19,11 +21,14 @@
 //! # let _ = out; Ok(()) }
 //! ```
 
+mod buffers;
+mod encoder;
 mod engine;
 mod generate;
 mod kernels;
 mod weights;
 
+pub use encoder::{EncoderOutput, FusedEncoder};
 pub use engine::{EngineConfig, FusedDecoder};
 pub use generate::sample_args;
 pub use kernels::{ActKind, SampleArgs};

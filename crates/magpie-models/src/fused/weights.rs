@@ -74,7 +74,7 @@ pub struct DecoderWeights {
     pub lm_head: Tensor,
 }
 
-fn act_kind(a: Activation) -> ActKind {
+pub(crate) fn act_kind(a: Activation) -> ActKind {
     match a {
         Activation::Silu => ActKind::Silu,
         Activation::Gelu => ActKind::Gelu,

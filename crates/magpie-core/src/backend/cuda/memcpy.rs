@@ -35,3 +35,16 @@ pub unsafe fn dtoh<T: Copy + Default>(dev: &CudaDevice, src: u64, n: usize) -> R
     dev.synchronize()?;
     Ok(v)
 }
+
+/// Queues a copy of `bytes` bytes from device address `src` to `dst` on `dev`'s stream.
+///
+/// # Safety
+/// Both ranges must be live device memory of `dev`, `bytes` long.
+pub unsafe fn dtod(dev: &CudaDevice, dst: u64, src: u64, bytes: usize) -> Result<()> {
+    if bytes == 0 {
+        return Ok(());
+    }
+    dev.bind()?;
+    // SAFETY: the caller guarantees both ranges.
+    unsafe { result::memcpy_dtod_async(dst, src, bytes, dev.cu_stream()) }.map_err(|e| drv("memcpy", e))
+}
