@@ -184,6 +184,16 @@ fn batches_of_different_lengths_and_chunked_prefill_equal_single_rows() {
             let module = generate(m.as_causal_lm().unwrap(), &[p.clone()], &greedy(12), |_| Ok(())).unwrap();
             assert_eq!(got, &module[0], "{label}: prompt {p:?}: fused and module path differ");
         }
+        // prompts of one length prefill together (in one pass, and in passes of one token each)
+        let same: Vec<Vec<u32>> = (0..3u32).map(|r| (0..9u32).map(|i| (i * 13 + r * 101 + 5) % 400).collect()).collect();
+        let together = e.generate(&same, &greedy(10), |_| Ok(())).unwrap();
+        let mut tiny_chunks = FusedDecoder::from_model(&m, EngineConfig { max_batch: 3, max_len: 64, prefill_chunk: 4, ..EngineConfig::default() }).unwrap();
+        let passes = tiny_chunks.generate(&same, &greedy(10), |_| Ok(())).unwrap();
+        for (r, p) in same.iter().enumerate() {
+            let alone = e.generate(&[p.clone()], &greedy(10), |_| Ok(())).unwrap();
+            assert_eq!(together[r], alone[0], "{label}: row {r} of a batched prefill differs from the row alone");
+            assert_eq!(passes[r], alone[0], "{label}: row {r} of a batched prefill in one-token passes differs");
+        }
         // prefill in chunks of 5 tokens = one chunk
         let mut c = FusedDecoder::from_model(&m, EngineConfig { max_batch: 1, max_len: 64, prefill_chunk: 5, ..EngineConfig::default() }).unwrap();
         let chunked = c.generate(&prompts[..1], &greedy(12), |_| Ok(())).unwrap();

@@ -5,6 +5,7 @@
 //! token ids come back to the host.
 
 use super::buffers::{download, opt_ptr, ptr, upload, Buf};
+use magpie_core::backend::cuda::memcpy;
 use super::kernels::{Kernels, SampleArgs};
 use super::weights::{DecoderWeights, NormKind, NormW, Spec};
 use magpie_core::backend::cuda::attention::{self, AttnOperand, Causal, DecodeParams, FlashParams};
@@ -106,6 +107,8 @@ pub struct FusedDecoder {
     cfg: EngineConfig,
     b: Buffers,
     graphs: HashMap<usize, CudaGraph>,
+    /// The selection rule last set.
+    sampling: SampleArgs,
 }
 
 impl std::fmt::Debug for FusedDecoder {
@@ -200,9 +203,9 @@ impl FusedDecoder {
             hist: MappedI32::new(&dev, cfg.max_batch * cfg.max_len)?,
             events: [Event::new(&dev)?, Event::new(&dev)?],
         };
-        let mut e = FusedDecoder { dev, dtype, k, w, lp, cfg, b, graphs: HashMap::new() };
-        // greedy until told otherwise
-        e.set_sampling(SampleArgs { temperature: 0.0, top_k: 0, top_p: 1.0, penalty: 1.0, seed: 0 })?;
+        let greedy = SampleArgs { temperature: 0.0, top_k: 0, top_p: 1.0, penalty: 1.0, seed: 0 };
+        let mut e = FusedDecoder { dev, dtype, k, w, lp, cfg, b, graphs: HashMap::new(), sampling: greedy };
+        e.set_sampling(greedy)?;
         Ok(e)
     }
 
@@ -229,48 +232,76 @@ impl FusedDecoder {
         // SAFETY: SampleArgs is plain old data (repr(C), no padding reads on the device side).
         let bytes = unsafe { std::slice::from_raw_parts(&s as *const SampleArgs as *const u8, std::mem::size_of::<SampleArgs>()) };
         upload(&self.dev, self.b.sargs.ptr, bytes)?;
+        self.sampling = s;
         upload(&self.dev, self.b.ctr.ptr, &vec![0u64; self.cfg.max_batch])
     }
 
     /// Runs `prompt` into sequence `row`'s cache (from position 0, in chunks) and selects its first
     /// new token (read it with [`tokens`](Self::tokens)); the row's logits stay in the logits buffer.
     pub fn prefill(&mut self, row: usize, prompt: &[u32]) -> Result<()> {
+        self.prefill_rows(row, &[prompt])
+    }
+
+    /// [`prefill`](Self::prefill) of prompts of one length into sequences `row0..`, together: each
+    /// pass runs a slice of every prompt through the blocks with one GEMM per projection.
+    pub fn prefill_rows(&mut self, row0: usize, prompts: &[&[u32]]) -> Result<()> {
         let op = "fused.prefill";
         let s = self.w.spec.clone();
-        if row >= self.cfg.max_batch {
-            return Err(Error::index(op, format!("sequence {row} of an engine built for {} sequences", self.cfg.max_batch)));
+        let n = prompts.len();
+        let len = prompts.first().map_or(0, |p| p.len());
+        if n == 0 || row0 + n > self.cfg.max_batch {
+            return Err(Error::index(op, format!("sequences {row0}..{} of an engine built for {} sequences", row0 + n, self.cfg.max_batch)));
         }
-        if prompt.is_empty() {
-            return Err(Error::value(op, "the prompt is empty"));
+        if len == 0 || prompts.iter().any(|p| p.len() != len) {
+            return Err(Error::value(op, "the prompts must be non-empty and of one length"));
         }
-        if prompt.len() >= self.cfg.max_len {
-            return Err(Error::value(op, format!("the prompt has {} tokens but the cache holds {} (prompt plus new tokens); build the engine with a larger max_len", prompt.len(), self.cfg.max_len)));
+        if len >= self.cfg.max_len {
+            return Err(Error::value(op, format!("the prompt has {len} tokens but the cache holds {} (prompt plus new tokens); build the engine with a larger max_len", self.cfg.max_len)));
         }
-        if let Some(&bad) = prompt.iter().find(|&&t| t as usize >= s.vocab) {
-            return Err(Error::index(op, format!("token id {bad} is outside the vocabulary (size {})", s.vocab)));
+        for p in prompts {
+            if let Some(&bad) = p.iter().find(|&&t| t as usize >= s.vocab) {
+                return Err(Error::index(op, format!("token id {bad} is outside the vocabulary (size {})", s.vocab)));
+            }
         }
-        let mut seen = vec![0u8; s.vocab];
-        for &t in prompt {
-            seen[t as usize] = 1;
+        if self.sampling.penalty != 1.0 {
+            for (r, p) in prompts.iter().enumerate() {
+                let mut seen = vec![0u8; s.vocab];
+                for &t in p.iter() {
+                    seen[t as usize] = 1;
+                }
+                upload(&self.dev, self.b.seen.at((row0 + r) * s.vocab, DType::U8), &seen)?;
+            }
         }
-        upload(&self.dev, self.b.seen.at(row * s.vocab, DType::U8), &seen)?;
-        let chunk = self.cfg.prefill_chunk.min(self.cfg.max_len);
+        // tokens per sequence per pass: the buffers hold `rows` tokens
+        let rows = self.cfg.max_batch.max(self.cfg.prefill_chunk.min(self.cfg.max_len));
+        let step = (rows / n).clamp(1, self.cfg.prefill_chunk);
         let mut p0 = 0;
-        for part in prompt.chunks(chunk) {
-            let t = part.len();
-            let ids: Vec<i32> = part.iter().map(|&v| v as i32).collect();
-            let pos: Vec<i32> = (p0..p0 + t).map(|p| p as i32).collect();
+        let mut last_c = 0;
+        while p0 < len {
+            let c = step.min(len - p0);
+            let ids: Vec<i32> = prompts.iter().flat_map(|p| p[p0..p0 + c].iter().map(|&v| v as i32)).collect();
+            let pos: Vec<i32> = (0..n).flat_map(|_| (p0..p0 + c).map(|p| p as i32)).collect();
             upload(&self.dev, self.b.pre_tok.ptr, &ids)?;
             upload(&self.dev, self.b.pre_pos.ptr, &pos)?;
-            self.blocks(t, self.b.pre_tok.ptr, self.b.pre_pos.ptr, 0, Some((row, p0)))?;
-            p0 += t;
+            self.blocks(n * c, self.b.pre_tok.ptr, self.b.pre_pos.ptr, 0, Some(Pre { row0, seqs: n, per_seq: c, p0 }))?;
+            p0 += c;
+            last_c = c;
         }
-        // The LM head on the last position, into this row's logits; then select the first token.
-        let last = self.b.h.at(((prompt.len() - 1) % chunk) * s.hidden, self.dtype);
-        let logits = self.b.logits.at(row * s.vocab, DType::F32);
-        self.k.linear(&self.dev, 1, s.vocab, s.hidden, last, ptr(&self.w.lm_head)?, logits, DType::F32, self.cfg.gemv)?;
-        upload(&self.dev, self.b.pos.at(row, DType::I32), &[prompt.len() as i32 - 1])?;
-        self.select(1, row)
+        // The LM head on each sequence's last position, into its logits row; then the first tokens.
+        let dt = self.dtype;
+        let last_rows = if n == 1 {
+            self.b.h.at((last_c - 1) * s.hidden, dt)
+        } else {
+            for r in 0..n {
+                // SAFETY: row r * last_c + last_c - 1 of `h` and row r of `o` hold `hidden` elements.
+                unsafe { memcpy::dtod(&self.dev, self.b.o.at(r * s.hidden, dt), self.b.h.at((r * last_c + last_c - 1) * s.hidden, dt), s.hidden * dt.size()) }?;
+            }
+            self.b.o.ptr
+        };
+        let logits = self.b.logits.at(row0 * s.vocab, DType::F32);
+        self.k.linear(&self.dev, n, s.vocab, s.hidden, last_rows, ptr(&self.w.lm_head)?, logits, DType::F32, self.cfg.gemv)?;
+        upload(&self.dev, self.b.pos.at(row0, DType::I32), &vec![len as i32 - 1; n])?;
+        self.select(n, row0)
     }
 
     /// One decode step for sequences `0..batch`: each one's token and position from the device
@@ -349,9 +380,9 @@ impl FusedDecoder {
     }
 
     /// Embeddings and every block for `m` rows, leaving the final norm's output in `h`.
-    /// `prefill = Some((row, p0))`: the rows are tokens p0.. of sequence `row`; None: row m is the
-    /// next token of sequence m (a decode step, key counts written to `kvlen`).
-    fn blocks(&self, m: usize, tok: u64, pos: u64, kvlen: u64, prefill: Option<(usize, usize)>) -> Result<()> {
+    /// `prefill`: the rows are tokens of prompts (see [`Pre`]); None: row m is the next token of
+    /// sequence m (a decode step, key counts written to `kvlen`).
+    fn blocks(&self, m: usize, tok: u64, pos: u64, kvlen: u64, prefill: Option<Pre>) -> Result<()> {
         let (s, d, k, b) = (&self.w.spec, &*self.dev, &self.k, &self.b);
         let dt = self.dtype;
         let (qd, kvd) = (s.heads * s.head_dim, s.kv_heads * s.head_dim);
@@ -367,23 +398,24 @@ impl FusedDecoder {
         let n_layers = self.lp.len();
         for (li, l) in self.lp.iter().enumerate() {
             k.linear(d, m, qd + 2 * kvd, s.hidden, b.h.ptr, l.qkv_w, b.qkv.ptr, dt, gemv)?;
-            let seq = prefill.map_or(-1, |(row, _)| row as i32);
-            k.rope_kv(d, m, b.qkv.ptr, l.qkv_b, pos, seq, b.q.ptr, b.k_cache[li].ptr, b.v_cache[li].ptr, cos, sin, (s.heads, s.kv_heads, s.head_dim), (cache_sb, cache_sh))?;
+            let seqs = prefill.map_or((0, 0), |p| (p.row0, p.per_seq));
+            k.rope_kv(d, m, b.qkv.ptr, l.qkv_b, pos, seqs, b.q.ptr, b.k_cache[li].ptr, b.v_cache[li].ptr, cos, sin, (s.heads, s.kv_heads, s.head_dim), (cache_sb, cache_sh))?;
             match prefill {
-                Some((row, p0)) => {
+                Some(pre) => {
+                    let c = pre.per_seq;
                     let p = FlashParams {
                         dtype: dt,
-                        batch: 1,
+                        batch: pre.seqs,
                         n_heads: s.heads,
                         n_kv_heads: s.kv_heads,
                         head_dim: s.head_dim,
-                        q_len: m,
-                        kv_len: p0 + m,
+                        q_len: c,
+                        kv_len: pre.p0 + c,
                         scale: s.scale,
                         causal: Causal::BottomRight,
                     };
-                    let tok_major = |ptr: u64| AttnOperand { ptr, sb: (m * qd) as i64, sh: s.head_dim as i64, ss: qd as i64 };
-                    let cache = |buf: &Buf| AttnOperand { ptr: buf.at(row * cache_sb as usize, dt), sb: cache_sb, sh: cache_sh, ss: s.head_dim as i64 };
+                    let tok_major = |ptr: u64| AttnOperand { ptr, sb: (c * qd) as i64, sh: s.head_dim as i64, ss: qd as i64 };
+                    let cache = |buf: &Buf| AttnOperand { ptr: buf.at(pre.row0 * cache_sb as usize, dt), sb: cache_sb, sh: cache_sh, ss: s.head_dim as i64 };
                     attention::flash_forward(d, &p, tok_major(b.q.ptr), cache(&b.k_cache[li]), cache(&b.v_cache[li]), tok_major(b.attn.ptr), None)?;
                 }
                 None => {
@@ -404,6 +436,16 @@ impl FusedDecoder {
         }
         Ok(())
     }
+}
+
+/// The rows of one prefill pass: `seqs` sequences from `row0`, `per_seq` tokens each (positions
+/// `p0..p0 + per_seq`), sequence-major.
+#[derive(Clone, Copy)]
+struct Pre {
+    row0: usize,
+    seqs: usize,
+    per_seq: usize,
+    p0: usize,
 }
 
 fn decode_params(s: &Spec, dtype: DType, batch: usize, max_len: usize) -> DecodeParams {

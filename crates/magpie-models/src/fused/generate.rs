@@ -49,8 +49,13 @@ impl FusedDecoder {
             return Ok(out);
         }
         self.set_sampling(sample_args(cfg))?;
-        for (r, p) in prompts.iter().enumerate() {
-            self.prefill(r, p)?;
+        if prompts.iter().all(|p| p.len() == prompts[0].len()) {
+            let rows: Vec<&[u32]> = prompts.iter().map(|p| p.as_slice()).collect();
+            self.prefill_rows(0, &rows)?;
+        } else {
+            for (r, p) in prompts.iter().enumerate() {
+                self.prefill(r, p)?;
+            }
         }
         let mut done = vec![false; b];
         let n = cfg.max_new_tokens;

@@ -94,12 +94,13 @@ extern "C" __global__ void MP_K(fused_add_norm)(T* __restrict__ x, const T* __re
 // Splits one token's projected q|k|v (row m of qkv [M, (H + 2 KVH) D], plus `bias`), applies the
 // rotary embedding (`cos_t`/`sin_t` [positions, D/2] in f32; null: none) to q and k at position
 // pos[m], writes q to q_out [M, H, D] and k, v into the caches at (sequence, kv head, pos[m]).
-// The sequence is `seq` when >= 0, else m (a decode step). Grid (M, H + 2 KVH), D/2 threads.
-extern "C" __global__ void MP_K(fused_rope_kv)(const T* __restrict__ qkv, const T* __restrict__ bias, const int* __restrict__ pos, int seq, T* __restrict__ q_out, T* __restrict__ kc, T* __restrict__ vc, const float* __restrict__ cos_t, const float* __restrict__ sin_t, int H, int KVH, int D, i64 cache_sb, i64 cache_sh) {
+// Token m belongs to sequence seq0 + m / per_seq (prefill of equal-length rows), or to sequence m
+// when per_seq is 0 (a decode step). Grid (M, H + 2 KVH), D/2 threads.
+extern "C" __global__ void MP_K(fused_rope_kv)(const T* __restrict__ qkv, const T* __restrict__ bias, const int* __restrict__ pos, int seq0, int per_seq, T* __restrict__ q_out, T* __restrict__ kc, T* __restrict__ vc, const float* __restrict__ cos_t, const float* __restrict__ sin_t, int H, int KVH, int D, i64 cache_sb, i64 cache_sh) {
     int m = blockIdx.x, hh = blockIdx.y, half = D >> 1;
     int width = (H + 2 * KVH) * D;
     int p = pos[m];
-    i64 sq = seq >= 0 ? seq : m;
+    i64 sq = per_seq > 0 ? seq0 + m / per_seq : m;
     const T* src = qkv + (i64)m * width + (i64)hh * D;
     const T* bs = bias ? bias + (i64)hh * D : nullptr;
     T* dst;

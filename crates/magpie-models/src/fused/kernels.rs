@@ -100,13 +100,14 @@ impl Kernels {
         launch(dev, "fused.add_norm", self.add_norm, (rows as u32, 1, 1), (threads, 1, 1), (dim * 4) as u32, &mut a)
     }
 
-    /// Bias, rotary embedding and the KV-cache write of `rows` tokens (see `rope_kv` in kernels.cu).
+    /// Bias, rotary embedding and the KV-cache write of `rows` tokens (see `rope_kv` in kernels.cu);
+    /// `seqs = (first sequence, tokens per sequence)`, or `(0, 0)` for a decode step.
     #[allow(clippy::too_many_arguments)]
-    pub fn rope_kv(&self, dev: &CudaDevice, rows: usize, qkv: u64, bias: u64, pos: u64, seq: i32, q_out: u64, kc: u64, vc: u64, cos: u64, sin: u64, heads: (usize, usize, usize), cache_strides: (i64, i64)) -> Result<()> {
+    pub fn rope_kv(&self, dev: &CudaDevice, rows: usize, qkv: u64, bias: u64, pos: u64, seqs: (usize, usize), q_out: u64, kc: u64, vc: u64, cos: u64, sin: u64, heads: (usize, usize, usize), cache_strides: (i64, i64)) -> Result<()> {
         let (h, kvh, d) = heads;
         let threads = (d / 2).clamp(32, 256) as u32;
         let mut a = Args::new();
-        a.push(qkv).push(bias).push(pos).push(seq).push(q_out).push(kc).push(vc).push(cos).push(sin);
+        a.push(qkv).push(bias).push(pos).push(seqs.0 as i32).push(seqs.1 as i32).push(q_out).push(kc).push(vc).push(cos).push(sin);
         a.push(h as i32).push(kvh as i32).push(d as i32).push(cache_strides.0).push(cache_strides.1);
         launch(dev, "fused.rope_kv", self.rope_kv, (rows as u32, (h + 2 * kvh) as u32, 1), (threads, 1, 1), 0, &mut a)
     }
