@@ -187,7 +187,9 @@ fn run_case(a: &Args, case: &str, path: &str) -> Result<Vec<Value>> {
     if path == "fused" && !encoder {
         // MAGPIE_FUSED_GEMV=0: cuBLAS for every product (to compare with our GEMV)
         let gemv = std::env::var("MAGPIE_FUSED_GEMV").map_or(true, |v| v != "0");
-        let cfg = EngineConfig { max_batch: batch, max_len: prompt_len + new_tokens.max(1), gemv, ..EngineConfig::default() };
+        // MAGPIE_FUSED_PDL=0: plain launches
+        let pdl = std::env::var("MAGPIE_FUSED_PDL").map_or(true, |v| v != "0");
+        let cfg = EngineConfig { max_batch: batch, max_len: prompt_len + new_tokens.max(1), gemv, pdl, ..EngineConfig::default() };
         engine = Some(FusedDecoder::from_model(&model, cfg)?);
     }
     let model = if engine.is_some() || fused_encoder.is_some() { None } else { Some(model) };

@@ -29,11 +29,13 @@ pub struct EngineConfig {
     pub cuda_graphs: bool,
     /// Our GEMV kernel for decode projections of 1-4 rows (false: cuBLAS for every product).
     pub gemv: bool,
+    /// Programmatic dependent launch of the engine's kernels (false: plain launches).
+    pub pdl: bool,
 }
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        EngineConfig { max_batch: 1, max_len: 2048, prefill_chunk: 4096, cuda_graphs: true, gemv: true }
+        EngineConfig { max_batch: 1, max_len: 2048, prefill_chunk: 4096, cuda_graphs: true, gemv: true, pdl: true }
     }
 }
 
@@ -138,7 +140,8 @@ impl FusedDecoder {
         }
         let dtype = w.wte.dtype();
         let dev = device::device(op, ord)?;
-        let k = Kernels::new(&dev, dtype)?;
+        let mut k = Kernels::new(&dev, dtype)?;
+        k.pdl = cfg.pdl;
         let lp = w
             .layers
             .iter()

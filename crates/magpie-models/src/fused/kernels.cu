@@ -9,6 +9,14 @@
 #define MP_CAT(a, b) MP_CAT2(a, b)
 #define MP_K(n) MP_CAT(n, MP_SUFFIX)
 
+// Programmatic dependent launch: every kernel waits for the previous kernel's grid (and its
+// memory) before touching memory, then lets the next kernel be scheduled. Both are no-ops in a
+// plain launch.
+__device__ __forceinline__ void mp_pdl() {
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
 template <class X> __device__ __forceinline__ X cvt(float v);
 template <> __device__ __forceinline__ float cvt<float>(float v) { return v; }
 template <> __device__ __forceinline__ bf16_t cvt<bf16_t>(float v) { return f2b(v); }
@@ -38,6 +46,7 @@ __device__ __forceinline__ float block_sum(float v, float* red) {
 // token, summed in f32 and rounded once. With `kvlen`, also kvlen[m] = pos[m] + 1 (a decode step: row
 // m is sequence m, whose cache holds pos[m] tokens before this one).
 extern "C" __global__ void MP_K(fused_embed)(const int* __restrict__ tok, const int* __restrict__ pos, const T* __restrict__ wte, const T* __restrict__ wpe, T* __restrict__ x, int dim, int* __restrict__ kvlen, const T* __restrict__ tte, const int* __restrict__ types) {
+    mp_pdl();
     int m = blockIdx.x;
     const T* e = wte + (i64)tok[m] * dim;
     const T* p = wpe ? wpe + (i64)pos[m] * dim : nullptr;
@@ -57,6 +66,7 @@ extern "C" __global__ void MP_K(fused_embed)(const int* __restrict__ tok, const 
 // (`rms != 0`: w * round(x * rsqrt(mean(x^2) + eps)), as transformers' LlamaRMSNorm) or LayerNorm
 // ((x - mean) * rsqrt(var + eps) * w + b). Dynamic shared memory: dim floats.
 extern "C" __global__ void MP_K(fused_add_norm)(T* __restrict__ x, const T* __restrict__ delta, const T* __restrict__ dbias, const T* __restrict__ w, const T* __restrict__ b, T* __restrict__ h, int dim, float eps, int rms) {
+    mp_pdl();
     extern __shared__ float row[];
     __shared__ float red[32];
     int m = blockIdx.x;
@@ -97,6 +107,7 @@ extern "C" __global__ void MP_K(fused_add_norm)(T* __restrict__ x, const T* __re
 // Token m belongs to sequence seq0 + m / per_seq (prefill of equal-length rows), or to sequence m
 // when per_seq is 0 (a decode step). Grid (M, H + 2 KVH), D/2 threads.
 extern "C" __global__ void MP_K(fused_rope_kv)(const T* __restrict__ qkv, const T* __restrict__ bias, const int* __restrict__ pos, int seq0, int per_seq, T* __restrict__ q_out, T* __restrict__ kc, T* __restrict__ vc, const float* __restrict__ cos_t, const float* __restrict__ sin_t, int H, int KVH, int D, i64 cache_sb, i64 cache_sh) {
+    mp_pdl();
     int m = blockIdx.x, hh = blockIdx.y, half = D >> 1;
     int width = (H + 2 * KVH) * D;
     int p = pos[m];
@@ -136,6 +147,7 @@ __device__ __forceinline__ float gelu_tanh(float v) { return 0.5f * v * (1.0f + 
 // Without `gated`, `in` and `out` may be the same buffer (each element is read, then written, by one
 // thread).
 extern "C" __global__ void MP_K(fused_act)(const T* in, const T* __restrict__ bias, T* out, i64 M, int I, int kind, int gated) {
+    mp_pdl();
     i64 n = M * I;
     int w = gated ? 2 * I : I;
     for (i64 j = blockIdx.x * (i64)blockDim.x + threadIdx.x; j < n; j += (i64)gridDim.x * blockDim.x) {
@@ -185,10 +197,10 @@ __device__ __forceinline__ void gemv_rows(const T* __restrict__ x, const T* __re
         if (lane == 0) y[(i64)b * N + n] = cvt<OT>(s);
     }
 }
-extern "C" __global__ void MP_K(fused_gemv1)(const T* x, const T* w, OT* y, int N, int K) { gemv_rows<1>(x, w, y, N, K); }
-extern "C" __global__ void MP_K(fused_gemv2)(const T* x, const T* w, OT* y, int N, int K) { gemv_rows<2>(x, w, y, N, K); }
-extern "C" __global__ void MP_K(fused_gemv3)(const T* x, const T* w, OT* y, int N, int K) { gemv_rows<3>(x, w, y, N, K); }
-extern "C" __global__ void MP_K(fused_gemv4)(const T* x, const T* w, OT* y, int N, int K) { gemv_rows<4>(x, w, y, N, K); }
+extern "C" __global__ void MP_K(fused_gemv1)(const T* x, const T* w, OT* y, int N, int K) { mp_pdl(); gemv_rows<1>(x, w, y, N, K); }
+extern "C" __global__ void MP_K(fused_gemv2)(const T* x, const T* w, OT* y, int N, int K) { mp_pdl(); gemv_rows<2>(x, w, y, N, K); }
+extern "C" __global__ void MP_K(fused_gemv3)(const T* x, const T* w, OT* y, int N, int K) { mp_pdl(); gemv_rows<3>(x, w, y, N, K); }
+extern "C" __global__ void MP_K(fused_gemv4)(const T* x, const T* w, OT* y, int N, int K) { mp_pdl(); gemv_rows<4>(x, w, y, N, K); }
 
 // ---- token selection: one block (1024 threads) per sequence, over f32 logits [B, V] ----
 
@@ -237,6 +249,7 @@ __device__ unsigned kth_key(const float* __restrict__ l, int V, int need, unsign
 // With `hist` (host-mapped memory), the token also goes to hist[sequence][ctr[b]], where the host
 // reads it while the next step runs.
 extern "C" __global__ void MP_K(fused_select_token)(float* __restrict__ logits, int V, unsigned char* __restrict__ seen, int* __restrict__ tok, int* __restrict__ pos, u64* __restrict__ ctr, const SampleArgs* __restrict__ sargs, int row0, int* __restrict__ hist, int hist_stride) {
+    mp_pdl();
     const SampleArgs a = *sargs;
     __shared__ float red[32];
     __shared__ float sv[32];

@@ -4,7 +4,7 @@
 use magpie_core::backend::cuda::blas;
 use magpie_core::backend::cuda::compile::{self, PREAMBLE};
 use magpie_core::backend::cuda::device::{CudaDevice, Func};
-use magpie_core::backend::cuda::launch::{launch, Args};
+use magpie_core::backend::cuda::launch::{launch, launch_pdl, Args};
 use magpie_core::{DType, Error, Result};
 
 const SRC: &str = include_str!("kernels.cu");
@@ -48,6 +48,8 @@ pub struct Kernels {
     gemv: [Func; 4],
     /// GEMV for 1..=4 rows with f32 output (the LM head).
     gemv_f32: [Func; 4],
+    /// Launch with programmatic dependent launch (each kernel's launch overlaps the previous one's tail).
+    pub pdl: bool,
 }
 
 fn ctype(dt: DType) -> Result<&'static str> {
@@ -79,7 +81,17 @@ impl Kernels {
             select: f("select_token")?,
             gemv: [f("gemv1")?, f("gemv2")?, f("gemv3")?, f("gemv4")?],
             gemv_f32: [g("gemv1")?, g("gemv2")?, g("gemv3")?, g("gemv4")?],
+            pdl: true,
         })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn go(&self, dev: &CudaDevice, op: &str, f: Func, grid: (u32, u32, u32), block: (u32, u32, u32), shared: u32, a: &mut Args) -> Result<()> {
+        if self.pdl {
+            launch_pdl(dev, op, f, grid, block, shared, a)
+        } else {
+            launch(dev, op, f, grid, block, shared, a)
+        }
     }
 
     /// `x[m] = wte[tok[m]] (+ wpe[pos[m]]) (+ tte[types[m]])` for `m < rows` (0 addresses: absent;
@@ -88,7 +100,7 @@ impl Kernels {
     pub fn embed(&self, dev: &CudaDevice, rows: usize, tok: u64, pos: u64, wte: u64, wpe: u64, x: u64, dim: usize, kvlen: u64, tte: u64, types: u64) -> Result<()> {
         let mut a = Args::new();
         a.push(tok).push(pos).push(wte).push(wpe).push(x).push(dim as i32).push(kvlen).push(tte).push(types);
-        launch(dev, "fused.embed", self.embed, (rows as u32, 1, 1), (256, 1, 1), 0, &mut a)
+        self.go(dev, "fused.embed", self.embed, (rows as u32, 1, 1), (256, 1, 1), 0, &mut a)
     }
 
     /// `x += delta + dbias` (delta 0: none), then `h = norm(x)` per row.
@@ -97,7 +109,7 @@ impl Kernels {
         let threads = if dim >= 4096 { 1024 } else if dim >= 1024 { 512 } else { 256 };
         let mut a = Args::new();
         a.push(x).push(delta).push(dbias).push(w).push(b).push(h).push(dim as i32).push(eps).push(rms as i32);
-        launch(dev, "fused.add_norm", self.add_norm, (rows as u32, 1, 1), (threads, 1, 1), (dim * 4) as u32, &mut a)
+        self.go(dev, "fused.add_norm", self.add_norm, (rows as u32, 1, 1), (threads, 1, 1), (dim * 4) as u32, &mut a)
     }
 
     /// Bias, rotary embedding and the KV-cache write of `rows` tokens (see `rope_kv` in kernels.cu);
@@ -109,7 +121,7 @@ impl Kernels {
         let mut a = Args::new();
         a.push(qkv).push(bias).push(pos).push(seqs.0 as i32).push(seqs.1 as i32).push(q_out).push(kc).push(vc).push(cos).push(sin);
         a.push(h as i32).push(kvh as i32).push(d as i32).push(cache_strides.0).push(cache_strides.1);
-        launch(dev, "fused.rope_kv", self.rope_kv, (rows as u32, (h + 2 * kvh) as u32, 1), (threads, 1, 1), 0, &mut a)
+        self.go(dev, "fused.rope_kv", self.rope_kv, (rows as u32, (h + 2 * kvh) as u32, 1), (threads, 1, 1), 0, &mut a)
     }
 
     /// `out = act(in + bias)` (times the up half when `gated`), `rows x inter` outputs.
@@ -119,7 +131,7 @@ impl Kernels {
         let blocks = n.div_ceil(256).clamp(1, dev.sm_count as usize * 8) as u32;
         let mut a = Args::new();
         a.push(input).push(bias).push(out).push(rows as i64).push(inter as i32).push(kind as i32).push(gated as i32);
-        launch(dev, "fused.act", self.act, (blocks, 1, 1), (256, 1, 1), 0, &mut a)
+        self.go(dev, "fused.act", self.act, (blocks, 1, 1), (256, 1, 1), 0, &mut a)
     }
 
     /// Picks each row's next token from f32 `logits [rows, vocab]`.
@@ -130,7 +142,7 @@ impl Kernels {
     pub fn select(&self, dev: &CudaDevice, rows: usize, logits: u64, vocab: usize, seen: u64, tok: u64, pos: u64, ctr: u64, sargs: u64, row0: usize, hist: (u64, usize)) -> Result<()> {
         let mut a = Args::new();
         a.push(logits).push(vocab as i32).push(seen).push(tok).push(pos).push(ctr).push(sargs).push(row0 as i32).push(hist.0).push(hist.1 as i32);
-        launch(dev, "fused.select_token", self.select, (rows as u32, 1, 1), (1024, 1, 1), 0, &mut a)
+        self.go(dev, "fused.select_token", self.select, (rows as u32, 1, 1), (1024, 1, 1), 0, &mut a)
     }
 
     /// `y[m, n] = x[m, k] · w[n, k]ᵀ`: our GEMV for 1 to 4 rows where its alignment holds (the
@@ -144,7 +156,7 @@ impl Kernels {
             let warps = 4u32;
             let mut a = Args::new();
             a.push(x).push(w).push(y).push(n as i32).push(k as i32);
-            return launch(dev, "fused.gemv", f, (n.div_ceil(warps as usize) as u32, 1, 1), (32 * warps, 1, 1), 0, &mut a);
+            return self.go(dev, "fused.gemv", f, (n.div_ceil(warps as usize) as u32, 1, 1), (32 * warps, 1, 1), 0, &mut a);
         }
         blas::gemm_nt(dev, self.dtype, out, m, n, k, x, w, y)
     }

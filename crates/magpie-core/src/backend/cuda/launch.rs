@@ -101,3 +101,37 @@ pub fn launch_1d(dev: &CudaDevice, op: &str, f: Func, n: usize, args: &mut Args)
     }
     launch(dev, op, f, (grid_for(dev, n), 1, 1), (BLOCK, 1, 1), 0, args)
 }
+
+/// [`launch`] with programmatic dependent launch: the kernel may be scheduled while the previous
+/// kernel on the stream drains, and must execute `griddepcontrol.wait` before it touches memory
+/// that kernel writes or reads (then ordering is as for a plain launch, minus the launch gap).
+/// Captured into CUDA graphs as programmatic edges.
+pub fn launch_pdl(dev: &CudaDevice, op: &str, f: Func, grid: (u32, u32, u32), block: (u32, u32, u32), shared: u32, args: &mut Args) -> Result<()> {
+    use cudarc::driver::sys;
+    let mut ptrs: Vec<*mut c_void> = (0..args.n).map(|k| args.words[args.offs[k] as usize..].as_mut_ptr() as *mut c_void).collect();
+    ptrs.extend(args.spill.iter_mut().map(|b| b.as_mut_ptr() as *mut c_void));
+    // SAFETY: a zeroed attribute is valid plain data; the fields set below are the ones read.
+    let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+    attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    let cfg = sys::CUlaunchConfig {
+        gridDimX: grid.0,
+        gridDimY: grid.1,
+        gridDimZ: grid.2,
+        blockDimX: block.0,
+        blockDimY: block.1,
+        blockDimZ: block.2,
+        sharedMemBytes: shared,
+        hStream: dev.cu_stream(),
+        attrs: &mut attr,
+        numAttrs: 1,
+    };
+    // SAFETY: as for `launch`: `f` matches `args`, whose buffers outlive the call; `cfg` and `attr`
+    // live until the call returns.
+    let r = unsafe { sys::cuLaunchKernelEx(&cfg, f.0, ptrs.as_mut_ptr(), std::ptr::null_mut()) };
+    if r == sys::CUresult::CUDA_SUCCESS {
+        Ok(())
+    } else {
+        Err(drv(op, format!("kernel launch failed: {r:?}")))
+    }
+}
