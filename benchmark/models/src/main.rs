@@ -210,8 +210,13 @@ fn run_case(a: &Args, case: &str, path: &str) -> Result<Vec<Value>> {
         match (engine.as_mut(), model.as_ref()) {
             (Some(e), _) => {
                 e.set_sampling(sample_args(&greedy(1)))?;
-                for (r, p) in prompts.iter().enumerate() {
-                    e.prefill(r, p)?;
+                if prompts.iter().all(|p| p.len() == prompt_len) {
+                    let rows: Vec<&[u32]> = prompts.iter().map(|p| p.as_slice()).collect();
+                    e.prefill_rows(0, &rows)?;
+                } else {
+                    for (r, p) in prompts.iter().enumerate() {
+                        e.prefill(r, p)?;
+                    }
                 }
                 e.tokens(batch).map(|_| ())
             }
