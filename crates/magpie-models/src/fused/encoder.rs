@@ -98,6 +98,8 @@ impl FusedEncoder {
     /// The engine for a loaded BERT on CUDA, for inputs of at most `max_batch` x `max_len` tokens.
     pub fn from_model(model: &AutoModel, max_batch: usize, max_len: usize) -> Result<FusedEncoder> {
         let op = "fused";
+        // no autograd record: the fused copies must not keep the originals alive through a graph
+        let _g = magpie_core::autograd::no_grad();
         let m = bert_of(model)?;
         let c = &m.config;
         let e = &m.embeddings;

@@ -160,7 +160,8 @@ impl FusedDecoder {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let rows = cfg.max_batch.max(cfg.prefill_chunk.min(cfg.max_len));
+        // prefill passes hold up to `prefill_chunk` tokens of all the sequences together
+        let rows = pass_rows(&cfg);
         let (qd, kvd) = (s.heads * s.head_dim, s.kv_heads * s.head_dim);
         let up = if s.gated { 2 * s.inter } else { s.inter };
         let cache_len = cfg.max_batch * s.kv_heads * cfg.max_len * s.head_dim;
@@ -276,7 +277,7 @@ impl FusedDecoder {
             }
         }
         // tokens per sequence per pass: the buffers hold `rows` tokens
-        let rows = self.cfg.max_batch.max(self.cfg.prefill_chunk.min(self.cfg.max_len));
+        let rows = pass_rows(&self.cfg);
         let step = (rows / n).clamp(1, self.cfg.prefill_chunk);
         let mut p0 = 0;
         let mut last_c = 0;
@@ -449,6 +450,11 @@ struct Pre {
     seqs: usize,
     per_seq: usize,
     p0: usize,
+}
+
+/// Rows of the activation buffers: a decode batch, or one prefill pass.
+fn pass_rows(cfg: &EngineConfig) -> usize {
+    cfg.max_batch.max(cfg.prefill_chunk.min(cfg.max_batch * cfg.max_len))
 }
 
 fn decode_params(s: &Spec, dtype: DType, batch: usize, max_len: usize) -> DecodeParams {

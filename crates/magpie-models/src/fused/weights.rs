@@ -117,6 +117,8 @@ impl DecoderWeights {
     /// class for anything else (encoders, models on the CPU).
     pub fn from_model(model: &AutoModel) -> Result<DecoderWeights> {
         let op = "fused";
+        // no autograd record: the fused copies must not keep the originals alive through a graph
+        let _g = magpie_core::autograd::no_grad();
         match &model.kind {
             ModelKind::Llama(m) => {
                 let c = &m.config;
