@@ -192,7 +192,13 @@ fn run_case(a: &Args, case: &str, path: &str) -> Result<Vec<Value>> {
         let cfg = EngineConfig { max_batch: batch, max_len: prompt_len + new_tokens.max(1), gemv, pdl, ..EngineConfig::default() };
         engine = Some(FusedDecoder::from_model(&model, cfg)?);
     }
-    let model = if engine.is_some() || fused_encoder.is_some() { None } else { Some(model) };
+    // the fused engines hold what they read: free the module tree (its unfused q/k/v, gate/up)
+    let model = if engine.is_some() || fused_encoder.is_some() {
+        drop(model);
+        None
+    } else {
+        Some(model)
+    };
     sync(dev)?;
     let build_s = t0.elapsed().as_secs_f64();
     let weights_bytes = peak(dev);
