@@ -118,13 +118,15 @@ fn prefill(lm: &dyn CausalLm, prompt: &[u32]) -> Result<()> {
     Ok(())
 }
 
-/// Greedy generation of exactly `n` tokens; returns (total seconds, seconds from the first new token to the last).
-fn decode(lm: &dyn CausalLm, prompts: &[Vec<u32>], n: usize) -> Result<(f64, f64)> {
-    let cfg = greedy(n);
+type StepFn<'a> = &'a mut dyn FnMut(&[Option<u32>]) -> Result<()>;
+
+/// Times `run`, a greedy generation of exactly `n` tokens per prompt that calls its callback after
+/// every step; returns (total seconds, seconds from the first new token to the last).
+fn timed_generation(n: usize, run: impl FnOnce(StepFn<'_>) -> Result<Vec<Vec<u32>>>) -> Result<(f64, f64)> {
     let t0 = Instant::now();
     let mut first: Option<Instant> = None;
     let mut last = t0;
-    let out = generate(lm, prompts, &cfg, |_step| {
+    let out = run(&mut |_step: &[Option<u32>]| {
         let now = Instant::now();
         first.get_or_insert(now);
         last = now;
@@ -135,6 +137,11 @@ fn decode(lm: &dyn CausalLm, prompts: &[Vec<u32>], n: usize) -> Result<(f64, f64
         return Err(Error::value("bench-models", format!("generated {} tokens, expected {n}", bad.len())));
     }
     Ok((total, first.map_or(0.0, |f| (last - f).as_secs_f64())))
+}
+
+/// Greedy generation on the module path (see [`timed_generation`]).
+fn decode(lm: &dyn CausalLm, prompts: &[Vec<u32>], n: usize) -> Result<(f64, f64)> {
+    timed_generation(n, |cb| generate(lm, prompts, &greedy(n), cb))
 }
 
 /// The prompts of a workload: `prompt_ids` as one list (batch 1) or a list per sequence, or
@@ -320,23 +327,9 @@ fn greedy(n: usize) -> GenerationConfig {
     GenerationConfig { max_new_tokens: n, do_sample: false, eos_token_ids: Vec::new(), ..GenerationConfig::default() }
 }
 
-/// Greedy generation of exactly `n` tokens per prompt on the fused engine; (total seconds, seconds
-/// from the first new token to the last).
+/// Greedy generation on the fused engine (see [`timed_generation`]).
 fn decode_fused(e: &mut FusedDecoder, prompts: &[Vec<u32>], n: usize) -> Result<(f64, f64)> {
-    let t0 = Instant::now();
-    let mut first: Option<Instant> = None;
-    let mut last = t0;
-    let out = e.generate(prompts, &greedy(n), |_step| {
-        let now = Instant::now();
-        first.get_or_insert(now);
-        last = now;
-        Ok(())
-    })?;
-    let total = t0.elapsed().as_secs_f64();
-    if let Some(bad) = out.iter().find(|r| r.len() != n) {
-        return Err(Error::value("bench-models", format!("generated {} tokens, expected {n}", bad.len())));
-    }
-    Ok((total, first.map_or(0.0, |f| (last - f).as_secs_f64())))
+    timed_generation(n, |cb| e.generate(prompts, &greedy(n), cb))
 }
 
 fn main() {

@@ -111,13 +111,19 @@ impl Rope {
         let half = self.inv_freq.len();
         let (mut cos, mut sin) = (Vec::with_capacity(n * half), Vec::with_capacity(n * half));
         for p in 0..n {
-            for &f in &self.inv_freq {
-                let a = (f * p as f32) as f64;
-                cos.push(a.cos() as f32);
-                sin.push(a.sin() as f32);
-            }
+            self.push_angles(p as i64, &mut cos, &mut sin);
         }
         (cos, sin)
+    }
+
+    /// Appends `cos` and `sin` of position `p`'s angles (one per frequency): an f32 product as in
+    /// transformers' `inv_freq @ position_ids`, then cos/sin.
+    fn push_angles(&self, p: i64, cos: &mut Vec<f32>, sin: &mut Vec<f32>) {
+        for &f in &self.inv_freq {
+            let a = (f * p as f32) as f64;
+            cos.push(a.cos() as f32);
+            sin.push(a.sin() as f32);
+        }
     }
 
     /// `cos` and `sin` tables `[B, 1, T, head_dim]` for position ids `positions` (`B * T` of them,
@@ -132,12 +138,7 @@ impl Rope {
         let mut sin = Vec::with_capacity(b * t * d);
         for &p in positions {
             let start = cos.len();
-            for &f in &self.inv_freq {
-                // float32 product as in transformers' `inv_freq @ position_ids`
-                let a = (f * p as f32) as f64;
-                cos.push(a.cos() as f32);
-                sin.push(a.sin() as f32);
-            }
+            self.push_angles(p, &mut cos, &mut sin);
             // `cat(freqs, freqs)`: the second half repeats the first
             cos.extend_from_within(start..start + half);
             sin.extend_from_within(start..start + half);
