@@ -357,9 +357,15 @@ fn sdpa_hook_matches_composite() {
                 let mk = |s: &[usize], r: &mut Rng| Tensor::from_vec(data(r, n(s), dt, 1.0), s).unwrap().to_dtype(dt).unwrap();
                 let (q, k, v) = (mk(&qs, &mut rng), mk(&ks, &mut rng), mk(&ks, &mut rng));
                 let got = nn::scaled_dot_product_attention(&q.to_device(GPU).unwrap(), &k.to_device(GPU).unwrap(), &v.to_device(GPU).unwrap(), None, 0.0, causal, None, gqa).unwrap();
-                // the composite on the GPU (inputs that require grad skip the flash path)
-                let qg = q.to_device(GPU).unwrap().requires_grad_(true).unwrap();
-                let comp = nn::scaled_dot_product_attention(&qg, &k.to_device(GPU).unwrap(), &v.to_device(GPU).unwrap(), None, 0.0, causal, None, gqa).unwrap();
+                // the composite on the GPU (an explicit mask, here all zeros, skips the flash path)
+                let (l, s) = (qs[qs.len() - 2], ks[ks.len() - 2]);
+                let mut zero = Tensor::zeros_on(&[l, s], dt, Device::Cpu).unwrap();
+                if causal {
+                    let keep = Tensor::ones_on(&[l, s], DType::Bool, Device::Cpu).unwrap().tril(0).unwrap();
+                    zero = zero.masked_fill(&keep.logical_not().unwrap(), f64::NEG_INFINITY).unwrap();
+                }
+                let zero = zero.to_device(GPU).unwrap();
+                let comp = nn::scaled_dot_product_attention(&q.to_device(GPU).unwrap(), &k.to_device(GPU).unwrap(), &v.to_device(GPU).unwrap(), Some(&zero), 0.0, false, None, gqa).unwrap();
                 // and the f32 composite on the CPU
                 let f = |t: &Tensor| t.to_dtype(DType::F32).unwrap();
                 let want = nn::scaled_dot_product_attention(&f(&q), &f(&k), &f(&v), None, 0.0, causal, None, gqa).unwrap();

@@ -68,7 +68,7 @@ pub struct DecodeParams {
 /// The largest head_dim.
 pub const MAX_HEAD_DIM: usize = 256;
 
-const LOG2E: f32 = std::f32::consts::LOG2_E;
+pub(super) const LOG2E: f32 = std::f32::consts::LOG2_E;
 
 // ---- kernel parameter blocks (match FaParams / DecParams in attention.cu) ----
 
@@ -88,6 +88,7 @@ struct KParams {
     v: AttnOperand,
     o: AttnOperand,
     kv_lens: u64,
+    lse: u64,
     bk: i32,
     pad: i32,
 }
@@ -137,7 +138,7 @@ pub fn set_tc_variant_d128(v: usize) {
     TC_VARIANT_D128.store(v.min(1), Ordering::Relaxed);
 }
 
-fn check_common(op: &str, dtype: DType, n_heads: usize, n_kv_heads: usize, head_dim: usize) -> Result<()> {
+pub(super) fn check_common(op: &str, dtype: DType, n_heads: usize, n_kv_heads: usize, head_dim: usize) -> Result<()> {
     if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
         return Err(Error::dtype(op, format!("expected float32, float16 or bfloat16, got {}", dtype.name())));
     }
@@ -150,14 +151,14 @@ fn check_common(op: &str, dtype: DType, n_heads: usize, n_kv_heads: usize, head_
     Ok(())
 }
 
-fn fits_i32(op: &str, what: &str, v: usize) -> Result<()> {
+pub(super) fn fits_i32(op: &str, what: &str, v: usize) -> Result<()> {
     if v > i32::MAX as usize {
         return Err(Error::value(op, format!("{what} = {v} is too large")));
     }
     Ok(())
 }
 
-fn check_ptrs(op: &str, ops: &[(&str, &AttnOperand)]) -> Result<()> {
+pub(super) fn check_ptrs(op: &str, ops: &[(&str, &AttnOperand)]) -> Result<()> {
     for (n, o) in ops {
         if o.ptr == 0 {
             return Err(Error::value(op, format!("{n} is a null device pointer")));
@@ -167,12 +168,12 @@ fn check_ptrs(op: &str, ops: &[(&str, &AttnOperand)]) -> Result<()> {
 }
 
 /// 16-byte aligned base and strides (for 16-byte loads of rows).
-fn aligned16(o: &AttnOperand, esz: usize) -> bool {
+pub(super) fn aligned16(o: &AttnOperand, esz: usize) -> bool {
     let a = |s: i64| (s.unsigned_abs() as usize * esz).is_multiple_of(16);
     o.ptr.is_multiple_of(16) && a(o.sb) && a(o.sh) && a(o.ss)
 }
 
-fn set_smem(op: &str, f: Func, bytes: usize) -> Result<()> {
+pub(super) fn set_smem(op: &str, f: Func, bytes: usize) -> Result<()> {
     if bytes > 48 * 1024 {
         // SAFETY: `f` is a loaded kernel; the attribute only raises its dynamic shared memory limit.
         unsafe { dres::function::set_function_attribute(f.0, sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes as i32) }
@@ -191,7 +192,20 @@ pub fn uses_tensor_cores(dev: &CudaDevice, p: &FlashParams, ops: &[AttnOperand; 
 /// of each sequence (keys at or past it are masked; for BottomRight the query positions use this
 /// per-sequence length). A query row that sees no key writes zeros. Asynchronous on dev's stream.
 pub fn flash_forward(dev: &CudaDevice, p: &FlashParams, q: AttnOperand, k: AttnOperand, v: AttnOperand, o: AttnOperand, kv_lens: Option<u64>) -> Result<()> {
+    flash_forward_lse(dev, p, q, k, v, o, kv_lens, None)
+}
+
+/// [`flash_forward`] that also writes, when `lse` (a device pointer to f32[batch * n_heads *
+/// q_len], row (b, h, i) at `(b * n_heads + h) * q_len + i`) is given, each query row's
+/// log2-sum-exp of its scaled scores (`log2 sum_j 2^(s_ij * scale * log2 e)`, +inf for a row that
+/// sees no key): what [`flash_backward`](super::attention_bwd::flash_backward) needs to recompute
+/// the probabilities.
+#[allow(clippy::too_many_arguments)]
+pub fn flash_forward_lse(dev: &CudaDevice, p: &FlashParams, q: AttnOperand, k: AttnOperand, v: AttnOperand, o: AttnOperand, kv_lens: Option<u64>, lse: Option<u64>) -> Result<()> {
     let op = "flash_attention";
+    if lse == Some(0) {
+        return Err(Error::value(op, "lse is a null device pointer"));
+    }
     check_common(op, p.dtype, p.n_heads, p.n_kv_heads, p.head_dim)?;
     if p.batch == 0 || p.n_heads == 0 || p.q_len == 0 {
         return Ok(());
@@ -230,6 +244,7 @@ pub fn flash_forward(dev: &CudaDevice, p: &FlashParams, q: AttnOperand, k: AttnO
         v,
         o,
         kv_lens: kv_lens.unwrap_or(0),
+        lse: lse.unwrap_or(0),
         bk: 32,
         pad: 0,
     };

@@ -34,6 +34,8 @@ pub enum KFile {
     Loss,
     /// Flash attention prefill and decode (`attention.rs`).
     Attention,
+    /// Flash attention backward (`attention_bwd.rs`).
+    AttentionBwd,
 }
 
 impl KFile {
@@ -49,6 +51,7 @@ impl KFile {
             KFile::NormBwd => "norm_bwd",
             KFile::Loss => "loss",
             KFile::Attention => "attention",
+            KFile::AttentionBwd => "attention_bwd",
         }
     }
     fn body(self) -> &'static str {
@@ -62,7 +65,8 @@ impl KFile {
             KFile::Optim => include_str!("kernels/optim.cu"),
             KFile::NormBwd => include_str!("kernels/norm_bwd.cu"),
             KFile::Loss => include_str!("kernels/loss.cu"),
-            KFile::Attention => include_str!("kernels/attention.cu"),
+            KFile::Attention => concat!(include_str!("kernels/attention_common.cuh"), include_str!("kernels/attention.cu")),
+            KFile::AttentionBwd => concat!(include_str!("kernels/attention_common.cuh"), include_str!("kernels/attention_bwd.cu")),
         }
     }
 }

@@ -10,6 +10,8 @@ pub mod alloc;
 #[cfg(feature = "cuda")]
 pub mod attention;
 #[cfg(feature = "cuda")]
+pub mod attention_bwd;
+#[cfg(feature = "cuda")]
 pub mod compile;
 #[cfg(feature = "cuda")]
 pub mod device;

@@ -1,15 +1,22 @@
 //! `scaled_dot_product_attention` on CUDA tensors through the flash attention kernels
-//! (`backend/cuda/attention.rs`) when no mask, no dropout and no autograd graph is involved: the
+//! (`backend/cuda/attention.rs`, `attention_bwd.rs`) when no mask and no dropout is involved: the
 //! inputs are read in place through their strides (last dim contiguous, else a copy), with
-//! GQA heads mapped by the kernel. The composite in `attention.rs` stays the reference and the
-//! path for everything else.
+//! GQA heads mapped by the kernel. With autograd, the forward also keeps each row's log-sum-exp
+//! and the backward runs the flash backward kernels; when the gradient's own graph is being built
+//! (`create_graph`) it runs the composite gradients instead (differentiable again). The
+//! composite in `attention.rs` stays the reference and the path for everything else.
 
-use crate::backend::cuda::attention::{flash_forward, AttnOperand, Causal, FlashParams};
+use super::attention_fused::composite_backward;
+use crate::autograd::{self, Saved};
+use crate::backend::cuda::attention::{flash_forward_lse, AttnOperand, Causal, FlashParams};
+use crate::backend::cuda::attention_bwd::{flash_backward, scalar_backward_min_scores, FlashBwdBuffers};
 use crate::backend::cuda::kern::elem_ptr;
 use crate::backend::cuda::ops::empty;
 use crate::dtype::DType;
 use crate::tensor::Tensor;
 use crate::{Device, Result};
+
+const OP: &str = "scaled_dot_product_attention";
 
 /// `t` as `[B, H, S, E]` with a unit last stride (a view where possible, else a copy).
 fn as_4d(t: &Tensor) -> Result<Tensor> {
@@ -29,7 +36,7 @@ fn as_4d(t: &Tensor) -> Result<Tensor> {
 }
 
 fn operand(t: &Tensor) -> Result<AttnOperand> {
-    let (ptr, _) = elem_ptr("scaled_dot_product_attention", t)?;
+    let (ptr, _) = elem_ptr(OP, t)?;
     let st = t.strides();
     Ok(AttnOperand { ptr, sb: st[0] as i64, sh: st[1] as i64, ss: st[2] as i64 })
 }
@@ -41,9 +48,6 @@ pub(crate) fn sdpa_flash(q: &Tensor, k: &Tensor, v: &Tensor, causal: bool, scale
         return Ok(None);
     }
     if !matches!(q.dtype(), DType::F32 | DType::F16 | DType::BF16) || k.dtype() != q.dtype() || v.dtype() != q.dtype() {
-        return Ok(None);
-    }
-    if crate::autograd::is_grad_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad()) {
         return Ok(None);
     }
     let nd = q.ndim();
@@ -67,12 +71,17 @@ pub(crate) fn sdpa_flash(q: &Tensor, k: &Tensor, v: &Tensor, causal: bool, scale
     if !scale.is_finite() {
         return Ok(None);
     }
+    let grad = autograd::is_grad_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
+    let scores = (q.numel() / e) * ks[nd - 2];
+    if grad && !(matches!(q.dtype(), DType::F16 | DType::BF16) && matches!(e, 64 | 128)) && scores < scalar_backward_min_scores() {
+        return Ok(None);
+    }
     let (q4, k4, v4) = (as_4d(q)?, as_4d(k)?, as_4d(v)?);
     let (b, h, l) = (q4.shape()[0], q4.shape()[1], q4.shape()[2]);
     let (hk, s) = (k4.shape()[1], k4.shape()[2]);
-    let out = empty("scaled_dot_product_attention", ord, q.dtype(), &[b, h, l, e])?;
+    let out = empty(OP, ord, q.dtype(), &[b, h, l, e])?;
     let (qo, ko, vo, oo) = (operand(&q4)?, operand(&k4)?, operand(&v4)?, operand(&out)?);
-    let dev = crate::backend::cuda::device::device("scaled_dot_product_attention", ord)?;
+    let dev = crate::backend::cuda::device::device(OP, ord)?;
     let p = FlashParams {
         dtype: q.dtype(),
         batch: b,
@@ -84,8 +93,56 @@ pub(crate) fn sdpa_flash(q: &Tensor, k: &Tensor, v: &Tensor, causal: bool, scale
         scale: scale as f32,
         causal: if causal { Causal::TopLeft } else { Causal::None },
     };
-    flash_forward(&dev, &p, qo, ko, vo, oo, None)?;
+    // the log2-sum-exp of each query row, saved for the backward
+    let lse = if grad { Some(empty(OP, ord, DType::F32, &[b * h * l])?) } else { None };
+    let lse_ptr = match &lse {
+        Some(t) => Some(elem_ptr(OP, t)?.0),
+        None => None,
+    };
+    flash_forward_lse(&dev, &p, qo, ko, vo, oo, None, lse_ptr)?;
     let mut shape: Vec<i64> = qs.iter().map(|&v| v as i64).collect();
     shape[nd - 1] = e as i64;
-    Ok(Some(out.reshape(&shape)?))
+    let y = out.reshape(&shape)?;
+    if let Some(lse) = lse {
+        let (sq, sk, sv) = (Saved::new(OP, q), Saved::new(OP, k), Saved::new(OP, v));
+        let group = h / hk;
+        autograd::record("ScaledDotProductFlashAttentionForCuda", &[q, k, v], &[y.clone()], move |ctx, g| {
+            let (q, k, v) = (sq.get()?, sk.get()?, sv.get()?);
+            let need = [ctx.needs_input_grad(0), ctx.needs_input_grad(1), ctx.needs_input_grad(2)];
+            let grads = if autograd::is_grad_enabled() {
+                composite_backward(&g[0], &q, &k, &v, scale, causal, group)?
+            } else {
+                flash_grads(&g[0], &ctx.output(0)?, &q, &k, &v, &lse, p)?
+            };
+            Ok(grads.into_iter().zip(need).map(|(t, n)| if n { Some(t) } else { None }).collect())
+        });
+    }
+    Ok(Some(y))
+}
+
+/// dq, dk, dv by the flash backward kernels, in the shapes of `q`, `k`, `v`.
+fn flash_grads(g: &Tensor, y: &Tensor, q: &Tensor, k: &Tensor, v: &Tensor, lse: &Tensor, p: FlashParams) -> Result<Vec<Tensor>> {
+    let Device::Cuda(ord) = q.device() else { return Err(crate::Error::device(OP, "expected CUDA tensors")) };
+    let g = if g.device() == q.device() && g.dtype() == q.dtype() { g.clone() } else { g.to_device(q.device())?.to_dtype(q.dtype())? };
+    let (q4, k4, v4, y4, g4) = (as_4d(q)?, as_4d(k)?, as_4d(v)?, as_4d(y)?, as_4d(&g)?);
+    let dq = empty(OP, ord, q.dtype(), q4.shape())?;
+    let dk = empty(OP, ord, q.dtype(), k4.shape())?;
+    let dv = empty(OP, ord, q.dtype(), v4.shape())?;
+    let delta = empty(OP, ord, DType::F32, &[p.batch * p.n_heads * p.q_len])?;
+    let bufs = FlashBwdBuffers {
+        q: operand(&q4)?,
+        k: operand(&k4)?,
+        v: operand(&v4)?,
+        o: operand(&y4)?,
+        dout: operand(&g4)?,
+        dq: operand(&dq)?,
+        dk: operand(&dk)?,
+        dv: operand(&dv)?,
+        lse: elem_ptr(OP, lse)?.0,
+        delta: elem_ptr(OP, &delta)?.0,
+    };
+    let dev = crate::backend::cuda::device::device(OP, ord)?;
+    flash_backward(&dev, &p, &bufs)?;
+    let shape_of = |t: &Tensor| -> Vec<i64> { t.shape().iter().map(|&v| v as i64).collect() };
+    Ok(vec![dq.reshape(&shape_of(q))?, dk.reshape(&shape_of(k))?, dv.reshape(&shape_of(v))?])
 }

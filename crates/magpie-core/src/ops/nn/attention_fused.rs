@@ -124,7 +124,7 @@ pub(crate) fn sdpa_fused(q: &Tensor, k: &Tensor, v: &Tensor, causal: bool, scale
         let (q, k, v) = (sq.get()?, sk.get()?, sv.get()?);
         let need = [ctx.needs_input_grad(0), ctx.needs_input_grad(1), ctx.needs_input_grad(2)];
         let grads = if autograd::is_grad_enabled() {
-            composite_backward(&g[0], &q, &k, &v, d, group)?
+            composite_backward(&g[0], &q, &k, &v, d.scale as f64, d.causal, group)?
         } else {
             fused_backward(&g[0], &ctx.output(0)?, &q, &k, &v, &lse, d, group)?
         };
@@ -166,12 +166,12 @@ fn fused_backward(g: &Tensor, y: &Tensor, q: &Tensor, k: &Tensor, v: &Tensor, ls
 /// differentiable again: `dV = P^T dO`, `dS = P (dP - rowsum(dP P))` with `dP = dO V^T`,
 /// `dQ = scale dS K`, `dK = scale dS^T Q`; under GQA the key/value gradients sum over the query
 /// heads that share them.
-fn composite_backward(g: &Tensor, q: &Tensor, k: &Tensor, v: &Tensor, d: Dims, group: usize) -> Result<Vec<Tensor>> {
+pub(super) fn composite_backward(g: &Tensor, q: &Tensor, k: &Tensor, v: &Tensor, scale: f64, causal: bool, group: usize) -> Result<Vec<Tensor>> {
     let (kr, vr) = (repeat_heads(k, group)?, repeat_heads(v, group)?);
-    let scale = d.scale as f64;
     let mut att = q.matmul(&kr.transpose(-2, -1)?)?.mul_scalar(scale)?;
-    if d.causal {
-        att = att.masked_fill(&causal_mask(d.l, d.s, att.device())?, f64::NEG_INFINITY)?;
+    if causal {
+        let (l, s) = (q.shape()[q.ndim() - 2], k.shape()[k.ndim() - 2]);
+        att = att.masked_fill(&causal_mask(l, s, att.device())?, f64::NEG_INFINITY)?;
     }
     let p = att.safe_softmax(-1, None)?;
     let dv = p.transpose(-2, -1)?.matmul(g)?;

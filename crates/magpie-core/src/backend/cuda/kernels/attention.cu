@@ -5,96 +5,6 @@
 // Every path is an online softmax over key tiles: O(q_len + kv_len) memory. Scores are kept in
 // the log2 domain (the scale is multiplied by log2(e)), so exponentials are one ex2 each.
 
-#define FA_NEG_INF __int_as_float(0xff800000)
-
-// The dynamic shared memory of every kernel here.
-extern __shared__ __align__(128) unsigned char fa_smem[];
-
-// One operand: element (b, h, s, d) at ptr + (b*sb + h*sh + s*ss + d) elements.
-struct FaOpnd {
-    u64 ptr;
-    i64 sb, sh, ss;
-};
-
-struct FaParams {
-    int batch, n_heads, n_kv_heads, head_dim;
-    int q_len, kv_len;
-    int causal;  // 0 none, 1 top-left, 2 bottom-right
-    float scale_log2;
-    FaOpnd q, k, v, o;
-    u64 kv_lens;  // device i32[batch], or 0
-    int bk;       // keys per tile of the generic kernel
-    int pad;
-};
-
-__device__ __forceinline__ float fa_exp2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
-
-__device__ __forceinline__ unsigned fa_smem_addr(const void* p) {
-    unsigned r;
-    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
-    return r;
-}
-
-// 16 bytes global -> shared, asynchronously; `bytes` 0 fills zeros.
-__device__ __forceinline__ void fa_cp16(void* smem, const void* g, int bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(fa_smem_addr(smem)), "l"(g), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void fa_cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N> __device__ __forceinline__ void fa_cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
-
-__device__ __forceinline__ void fa_ldsm4(unsigned* r, const void* smem) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(fa_smem_addr(smem)));
-}
-__device__ __forceinline__ void fa_ldsm4t(unsigned* r, const void* smem) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(fa_smem_addr(smem)));
-}
-
-// c += a * b for one m16n8k16 tile (f32 accumulators).
-template <bool BF>
-__device__ __forceinline__ void fa_mma(float* c, const unsigned* a, unsigned b0, unsigned b1) {
-    if (BF) {
-        asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    } else {
-        asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
-}
-
-// Two floats as a packed pair of 16-bit floats (`lo` in the low half), round to nearest even.
-template <bool BF>
-__device__ __forceinline__ unsigned fa_pack(float lo, float hi) {
-    unsigned r;
-    if (BF) {
-        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-    } else {
-        asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-    }
-    return r;
-}
-
-// The key count of sequence b (clamped to [0, kv_len]).
-__device__ __forceinline__ int fa_kvlen(const FaParams& p, int b) {
-    int n = p.kv_len;
-    if (p.kv_lens) n = min(n, max(0, ((const int*)p.kv_lens)[b]));
-    return n;
-}
-
-// Keys visible to query row i: [0, limit).
-__device__ __forceinline__ int fa_limit(int causal, int kvl, int off, int i) {
-    return causal ? min(kvl, i + off + 1) : kvl;
-}
-
 // ---------------------------------------------------------------------------------------------
 // Tensor-core prefill (FlashAttention-2 layout): NW warps, each owning MT x 16 query rows (MT m-tiles
 // share every K/V fragment a warp loads); K/V tiles of 64 keys in shared memory (cp.async, double
@@ -308,6 +218,12 @@ __device__ __forceinline__ void flash_tc(const FaParams& p) {
         l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
         const float i0 = l0 > 0.f ? 1.f / l0 : 0.f, i1 = l1 > 0.f ? 1.f / l1 : 0.f;
         const int row0 = m0 + warp * 16 * MT + mt * 16 + g, row1 = row0 + 8;
+        if (p.lse && t == 0) {
+            // log2-sum-exp of the scaled scores, for the backward pass
+            float* L = (float*)p.lse + ((i64)b * p.n_heads + h) * p.q_len;
+            if (row0 < p.q_len) L[row0] = l0 > 0.f ? mr[mt][0] + log2f(l0) : FA_POS_INF;
+            if (row1 < p.q_len) L[row1] = l1 > 0.f ? mr[mt][1] + log2f(l1) : FA_POS_INF;
+        }
 #pragma unroll
         for (int db = 0; db < D / 8; db++) {
             int d = db * 8 + 2 * t;
@@ -317,8 +233,6 @@ __device__ __forceinline__ void flash_tc(const FaParams& p) {
     }
 }
 
-template <class X> struct FaIsBf { static constexpr bool v = false; };
-template <> struct FaIsBf<bf16_t> { static constexpr bool v = true; };
 
 extern "C" __global__ void __launch_bounds__(128) flash_tc_d64_w4(const FaParams p) { flash_tc<64, 4, 1, true, FaIsBf<T>::v>(p); }
 extern "C" __global__ void __launch_bounds__(256) flash_tc_d64_w8(const FaParams p) { flash_tc<64, 8, 1, true, FaIsBf<T>::v>(p); }
@@ -405,6 +319,7 @@ extern "C" __global__ void __launch_bounds__(256) flash_generic(const FaParams p
     }
     if (active) {
         const float inv = l > 0.f ? 1.f / l : 0.f;
+        if (p.lse && lane == 0) ((float*)p.lse)[((i64)b * p.n_heads + h) * p.q_len + i] = l > 0.f ? m + log2f(l) : FA_POS_INF;
 #pragma unroll
         for (int r = 0; r < 8; r++) {
             int d = lane + 32 * r;
