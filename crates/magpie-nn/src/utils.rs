@@ -13,11 +13,15 @@ pub fn clip_grad_norm_(params: &[Tensor], max_norm: f64, norm_type: f64, error_i
     if grads.is_empty() {
         return Tensor::full(&[], 0.0);
     }
-    // CUDA gradients, 2-norm: one fused sum-of-squares launch per gradient into a device
-    // accumulator (f64), one host read of the total (PyTorch's non-foreach path reads it too)
+    // CUDA gradients, 2-norm: multi-tensor sum-of-squares launches into a device accumulator
+    // (f64), then the scaling reads the total on the device: no host synchronisation (as
+    // PyTorch's foreach path), unless error_if_nonfinite needs the value on the host
     if norm_type == 2.0 && grads.iter().all(|g| g.device().is_cuda()) {
         if let Some(ss) = magpie_core::backend::cuda::optim::sum_of_squares(&grads)? {
             let total = ss.sqrt()?.to_dtype(grads[0].dtype())?;
+            if !error_if_nonfinite && magpie_core::backend::cuda::optim::clip_scale_multi(&grads, &ss, max_norm)? {
+                return Ok(total);
+            }
             scale_to_norm(&grads, ss.item()?.to_f64().sqrt(), max_norm, norm_type, error_if_nonfinite)?;
             return Ok(total);
         }

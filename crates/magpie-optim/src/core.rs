@@ -260,6 +260,17 @@ pub trait Optimizer {
 /// A fused update of one CUDA parameter: `(group, state, param, grad)`, in place on the device.
 pub(crate) type DevUpdate = fn(&ParamGroup, &mut ParamState, &Tensor, &Tensor) -> Result<()>;
 
+/// One CUDA parameter of a group-level fused update: its state (taken out of the optimizer's
+/// map for the call and put back after), the parameter and its gradient.
+pub(crate) struct DevItem {
+    pub ps: ParamState,
+    pub p: Tensor,
+    pub g: Tensor,
+}
+
+/// A fused update of all the CUDA parameters of one group at once (multi-tensor launches).
+pub(crate) type DevGroupUpdate = fn(&ParamGroup, &mut [DevItem]) -> Result<()>;
+
 /// Runs `update(hyper, state, param, grad)` for each parameter of each group that has a
 /// gradient, on the parameter's data in place, in the parameter's precision. CUDA parameters
 /// take `dev` when given, else a host round trip through `update`.
@@ -267,11 +278,17 @@ pub(crate) fn for_each_param(
     name: &str,
     st: &mut OptimizerState,
     dev: Option<DevUpdate>,
+    dev_group: Option<DevGroupUpdate>,
     mut update: impl FnMut(&ParamGroup, &mut ParamState, Elem<'_>) -> Result<()>,
 ) -> Result<()> {
     let _ng = magpie_core::autograd::no_grad();
     for gi in 0..st.groups.len() {
         let group = st.groups[gi].clone();
+        if let Some(f) = dev_group {
+            if group_on_device(st, &group, f)? {
+                continue;
+            }
+        }
         for p in &group.params {
             let Some(g) = p.grad() else { continue };
             let ps = st.state.entry(p.id()).or_default();
@@ -310,6 +327,34 @@ pub(crate) fn for_each_param(
         }
     }
     Ok(())
+}
+
+/// Runs `f` on every parameter with a gradient of `group` when all of them are contiguous CUDA
+/// parameters of one f32/f64 dtype on one device, with their gradients there (else false: the
+/// per-parameter path runs). States go back to the map whether `f` succeeds or not.
+fn group_on_device(st: &mut OptimizerState, group: &ParamGroup, f: DevGroupUpdate) -> Result<bool> {
+    let with_grad: Vec<(&Tensor, Tensor)> = group.params.iter().filter_map(|p| p.grad().map(|g| (p, g))).collect();
+    let Some((p0, _)) = with_grad.first() else { return Ok(false) };
+    let fits = |p: &Tensor, g: &Tensor| {
+        p.device().is_cuda() && g.device() == p.device() && p.device() == p0.device() && p.dtype() == p0.dtype() && matches!(p.dtype(), DType::F32 | DType::F64) && p.is_contiguous()
+    };
+    if !with_grad.iter().all(|(p, g)| fits(p, g)) {
+        return Ok(false);
+    }
+    // a parameter listed twice in one group would be updated twice by the per-parameter path too;
+    // here its state could only be taken once, so leave such groups to that path
+    let mut ids: Vec<usize> = with_grad.iter().map(|(p, _)| p.id()).collect();
+    ids.sort_unstable();
+    if ids.windows(2).any(|w| w[0] == w[1]) {
+        return Ok(false);
+    }
+    let mut items: Vec<DevItem> = with_grad.iter().map(|(p, g)| DevItem { ps: st.state.remove(&p.id()).unwrap_or_default(), p: (*p).clone(), g: g.clone() }).collect();
+    let r = f(group, &mut items);
+    for it in items {
+        st.state.insert(it.p.id(), it.ps);
+    }
+    r?;
+    Ok(true)
 }
 
 /// The CPU rule on host copies of a CUDA parameter, its gradient and state; the parameter is

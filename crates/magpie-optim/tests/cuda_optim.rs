@@ -148,3 +148,63 @@ fn clip_grad_norm_on_cuda_matches_cpu() {
         }
     }
 }
+
+#[test]
+fn multi_tensor_adamw_chunks_and_uneven_steps_match_cpu() {
+    if !have_cuda() {
+        return;
+    }
+    // 61 parameters: two multi-tensor launches (48 per launch); on the second step only the even
+    // ones get gradients, so on the third the step counts differ and each parameter steps alone
+    let mk = |dev: Device| -> Vec<Tensor> {
+        (0..61u64).map(|i| Tensor::from_vec(vals(1 + (i as usize * 37) % 300, i + 1, 2.0), &[1 + (i as usize * 37) % 300]).unwrap().to_device(dev).unwrap().with_requires_grad().unwrap()).collect()
+    };
+    let (pc, pg) = (mk(Device::Cpu), mk(GPU));
+    let cfg = AdamConfig { lr: 1e-2, betas: (0.9, 0.95), ..AdamConfig::adamw() };
+    let (mut oc, mut og) = (AdamW::new(pc.clone(), cfg.clone()).unwrap(), AdamW::new(pg.clone(), cfg).unwrap());
+    for step in 0..3u64 {
+        for ps in [&pc, &pg] {
+            for (i, p) in ps.iter().enumerate() {
+                let g = (step != 1 || i % 2 == 0).then(|| Tensor::from_vec(vals(p.numel(), 500 + step * 100 + i as u64, 1.0), p.shape()).unwrap().to_device(p.device()).unwrap());
+                p.set_grad(g);
+            }
+        }
+        oc.step().unwrap();
+        og.step().unwrap();
+    }
+    for (i, (a, b)) in pc.iter().zip(&pg).enumerate() {
+        let (a, b) = (a.to_vec::<f32>().unwrap(), b.to_vec::<f32>().unwrap());
+        for (x, y) in a.iter().zip(&b) {
+            assert!((x - y).abs() <= 1e-5 * x.abs().max(1.0), "parameter {i}: cpu {x} vs cuda {y}");
+        }
+    }
+}
+
+#[test]
+fn clip_grad_norm_on_cuda_small_and_nonfinite_norms() {
+    if !have_cuda() {
+        return;
+    }
+    // a norm below max_norm leaves the gradients as they are (coefficient clamped to 1)
+    let (pc, pg) = (params(Device::Cpu), params(GPU));
+    set_grads(&pc, 2);
+    set_grads(&pg, 2);
+    let nc = magpie_nn::utils::clip_grad_norm_(&pc, 1e6, 2.0, false).unwrap().item().unwrap().to_f64();
+    let ng = magpie_nn::utils::clip_grad_norm_(&pg, 1e6, 2.0, false).unwrap().item().unwrap().to_f64();
+    assert!((nc - ng).abs() <= 1e-5 * nc, "norm cpu {nc} vs cuda {ng}");
+    for (x, y) in pc.iter().zip(&pg) {
+        assert_eq!(x.grad().unwrap().to_vec::<f32>().unwrap(), y.grad().unwrap().to_vec::<f32>().unwrap());
+    }
+    // a NaN gradient: the norm is NaN and (PyTorch's clamp keeps NaN) every gradient becomes NaN
+    let pg = params(GPU);
+    set_grads(&pg, 3);
+    let mut g0 = pg[0].grad().unwrap().to_vec::<f32>().unwrap();
+    g0[3] = f32::NAN;
+    pg[0].set_grad(Some(Tensor::from_vec(g0, pg[0].shape()).unwrap().to_device(GPU).unwrap()));
+    let n = magpie_nn::utils::clip_grad_norm_(&pg, 1.0, 2.0, false).unwrap().item().unwrap().to_f64();
+    assert!(n.is_nan(), "norm {n}");
+    assert!(pg[1].grad().unwrap().to_vec::<f32>().unwrap().iter().all(|v| v.is_nan()));
+    // error_if_nonfinite reads the norm and refuses
+    let e = magpie_nn::utils::clip_grad_norm_(&pg, 1.0, 2.0, true).unwrap_err().to_string();
+    assert!(e.contains("non-finite"), "{e}");
+}

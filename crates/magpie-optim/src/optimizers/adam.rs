@@ -1,8 +1,8 @@
 //! `torch.optim.Adam` and `torch.optim.AdamW` (decoupled weight decay), with AMSGrad.
 
 use super::{adam_hyper, adam_moments, b, check, optimizer};
-use crate::core::{dev_buf, put, take, Hyper, OptFloat, ParamGroup, ParamState};
-use magpie_core::backend::cuda::optim::{adam_step, AdamHyper};
+use crate::core::{dev_buf, put, take, DevItem, Hyper, OptFloat, ParamGroup, ParamState};
+use magpie_core::backend::cuda::optim::{adam_step, adam_step_multi, AdamHyper, AdamItem};
 use magpie_core::{Result, Tensor};
 
 /// Adam's and AdamW's keyword arguments (`AdamConfig::default()` is Adam's defaults;
@@ -167,6 +167,54 @@ fn adam_update_dev(g: &ParamGroup, ps: &mut ParamState, p: &Tensor, grad: &Tenso
     Ok(())
 }
 
+/// The fused CUDA step of a whole group: multi-tensor launches (48 parameters each) when every
+/// parameter is at the same step count, else one kernel per parameter.
+fn adam_group_dev(g: &ParamGroup, items: &mut [DevItem], decoupled: bool) -> Result<()> {
+    let steps_equal = items.windows(2).all(|w| w[0].ps.step == w[1].ps.step);
+    if !steps_equal {
+        for it in items.iter_mut() {
+            adam_update_dev(g, &mut it.ps, &it.p, &it.g, decoupled)?;
+        }
+        return Ok(());
+    }
+    let Some(first) = items.first() else { return Ok(()) };
+    let (lr, b1, b2) = (g.get("lr"), g.get("beta1"), g.get("beta2"));
+    let step = first.ps.step + 1.0;
+    let amsgrad = g.flag("amsgrad");
+    let mut bufs = Vec::with_capacity(items.len());
+    for it in items.iter_mut() {
+        let m = dev_buf(&mut it.ps, "exp_avg", &it.p)?;
+        let v = dev_buf(&mut it.ps, "exp_avg_sq", &it.p)?;
+        let x = if amsgrad { Some(dev_buf(&mut it.ps, "max_exp_avg_sq", &it.p)?) } else { None };
+        bufs.push((m, v, x));
+    }
+    let h = AdamHyper {
+        step_size: lr / (1.0 - b1.powf(step)),
+        bc2_sqrt: (1.0 - b2.powf(step)).sqrt(),
+        beta1: b1,
+        beta2: b2,
+        lr,
+        weight_decay: g.get("weight_decay"),
+        eps: g.get("eps"),
+        decoupled,
+        maximize: g.flag("maximize"),
+    };
+    let list: Vec<AdamItem> = items.iter().zip(&bufs).map(|(it, (m, v, x))| AdamItem { p: &it.p, g: &it.g, m, v, vmax: x.as_ref() }).collect();
+    adam_step_multi(&list, &h)?;
+    for it in items.iter_mut() {
+        it.ps.step = step;
+    }
+    Ok(())
+}
+
+fn adam_group(g: &ParamGroup, items: &mut [DevItem]) -> Result<()> {
+    adam_group_dev(g, items, false)
+}
+
+fn adamw_group(g: &ParamGroup, items: &mut [DevItem]) -> Result<()> {
+    adam_group_dev(g, items, true)
+}
+
 fn adam_dev(g: &ParamGroup, ps: &mut ParamState, p: &Tensor, grad: &Tensor) -> Result<()> {
     adam_update_dev(g, ps, p, grad, false)
 }
@@ -177,9 +225,9 @@ fn adamw_dev(g: &ParamGroup, ps: &mut ParamState, p: &Tensor, grad: &Tensor) -> 
 
 optimizer!(
     /// Adam (`torch.optim.Adam`).
-    Adam, AdamConfig, "Adam", adam, Some(adam_dev)
+    Adam, AdamConfig, "Adam", adam, Some(adam_dev), Some(adam_group)
 );
 optimizer!(
     /// AdamW (`torch.optim.AdamW`): Adam with decoupled weight decay. Use `AdamConfig::adamw()` for its defaults.
-    AdamW, AdamConfig, "AdamW", adamw, Some(adamw_dev)
+    AdamW, AdamConfig, "AdamW", adamw, Some(adamw_dev), Some(adamw_group)
 );

@@ -35,6 +35,9 @@ macro_rules! optimizer {
         $crate::optimizers::optimizer!($(#[$m])* $name, $cfg, $pyname, $update, None);
     };
     ($(#[$m:meta])* $name:ident, $cfg:ty, $pyname:expr, $update:ident, $dev:expr) => {
+        $crate::optimizers::optimizer!($(#[$m])* $name, $cfg, $pyname, $update, $dev, None);
+    };
+    ($(#[$m:meta])* $name:ident, $cfg:ty, $pyname:expr, $update:ident, $dev:expr, $dev_group:expr) => {
         $(#[$m])*
         pub struct $name {
             st: $crate::core::OptimizerState,
@@ -59,7 +62,7 @@ macro_rules! optimizer {
                 &mut self.st
             }
             fn step(&mut self) -> magpie_core::Result<()> {
-                $crate::core::for_each_param($pyname, &mut self.st, $dev, |g, ps, e| match e {
+                $crate::core::for_each_param($pyname, &mut self.st, $dev, $dev_group, |g, ps, e| match e {
                     $crate::core::Elem::F32(p, gr) => $update::<f32>(g, ps, p, gr),
                     $crate::core::Elem::F64(p, gr) => $update::<f64>(g, ps, p, gr),
                 })

@@ -33,15 +33,24 @@ pub struct AdamHyper {
     pub maximize: bool,
 }
 
+/// One parameter of a multi-tensor Adam step (all of one dtype and device; see `adam_step`).
+pub struct AdamItem<'a> {
+    pub p: &'a crate::tensor::Tensor,
+    pub g: &'a crate::tensor::Tensor,
+    pub m: &'a crate::tensor::Tensor,
+    pub v: &'a crate::tensor::Tensor,
+    pub vmax: Option<&'a crate::tensor::Tensor>,
+}
+
 #[cfg(feature = "cuda")]
-pub use imp::{adam_step, sgd_step, sum_of_squares, zeros_like};
+pub use imp::{adam_step, adam_step_multi, clip_scale_multi, sgd_step, sum_of_squares, zeros_like};
 
 #[cfg(feature = "cuda")]
 mod imp {
     use super::super::kern::{elem_ptr, grid_stride_blocks, kfunc, KFile};
     use super::super::launch::{launch, Args};
     use super::super::ops::{contiguous, empty};
-    use super::{AdamHyper, SgdHyper};
+    use super::{AdamHyper, AdamItem, SgdHyper};
     use crate::dtype::DType;
     use crate::tensor::Tensor;
     use crate::{Device, Error, Result};
@@ -141,36 +150,181 @@ mod imp {
     /// The sum of the squares of every element of `ts` (CUDA tensors of one device, f32 or f64), accumulated in f64 into a 0-d f64 CUDA tensor: one launch per
     /// tensor, no host synchronization. None when a tensor has no kernel (the caller takes the
     /// generic path).
-    pub fn sum_of_squares(ts: &[Tensor]) -> Result<Option<Tensor>> {
-        let op = "clip_grad_norm_";
+    /// Tensors per multi-tensor launch (`MT_N` in optim.cu).
+    const MT_N: usize = 48;
+
+    /// `MtList` of optim.cu.
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct MtList {
+        a: [u64; MT_N],
+        b: [u64; MT_N],
+        c: [u64; MT_N],
+        d: [u64; MT_N],
+        e: [u64; MT_N],
+        n: [i64; MT_N],
+    }
+
+    impl MtList {
+        fn new() -> MtList {
+            MtList { a: [0; MT_N], b: [0; MT_N], c: [0; MT_N], d: [0; MT_N], e: [0; MT_N], n: [0; MT_N] }
+        }
+    }
+
+    /// `MtAdam` of optim.cu.
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct MtAdam {
+        step_size: f64,
+        bc2_sqrt: f64,
+        w1: f64,
+        b2: f64,
+        w2: f64,
+        decay: f64,
+        wd: f64,
+        eps: f64,
+        decoupled: i32,
+        maximize: i32,
+    }
+
+    /// Blocks per tensor of a multi-tensor launch: enough for the largest tensor of the chunk, at
+    /// most about two waves over the whole device.
+    fn mt_blocks(dev: &super::super::device::CudaDevice, max_n: usize, count: usize) -> u32 {
+        let want = max_n.div_ceil(256 * 4).max(1);
+        let cap = ((dev.sm_count as usize * 8) / count.max(1)).max(1);
+        want.min(cap) as u32
+    }
+
+    /// [`adam_step`] over many parameters sharing `h` (one group at one step count): one launch
+    /// per 48 parameters.
+    pub fn adam_step_multi(items: &[AdamItem], h: &AdamHyper) -> Result<()> {
+        let op = if h.decoupled { "AdamW" } else { "Adam" };
+        let Some(first) = items.first() else { return Ok(()) };
+        ordinal(op, first.p)?;
+        let mut grads = Vec::with_capacity(items.len());
+        for it in items {
+            ordinal(op, it.p)?;
+            if it.p.device() != first.p.device() || it.p.dtype() != first.p.dtype() {
+                return Err(Error::value(op, "a multi-tensor step takes parameters of one dtype on one device"));
+            }
+            check_inplace(op, "the parameter", it.p, it.p)?;
+            check_inplace(op, "exp_avg", it.m, it.p)?;
+            check_inplace(op, "exp_avg_sq", it.v, it.p)?;
+            if let Some(x) = it.vmax {
+                check_inplace(op, "max_exp_avg_sq", x, it.p)?;
+            }
+            grads.push(grad_like(op, it.g, it.p)?);
+        }
+        let hp = MtAdam {
+            step_size: h.step_size,
+            bc2_sqrt: h.bc2_sqrt,
+            w1: 1.0 - h.beta1,
+            b2: h.beta2,
+            w2: 1.0 - h.beta2,
+            decay: 1.0 - h.lr * h.weight_decay,
+            wd: h.weight_decay,
+            eps: h.eps,
+            decoupled: h.decoupled as i32,
+            maximize: h.maximize as i32,
+        };
+        let live: Vec<usize> = (0..items.len()).filter(|&i| items[i].p.numel() > 0).collect();
+        for chunk in live.chunks(MT_N) {
+            let mut l = MtList::new();
+            let mut dev = None;
+            let mut max_n = 0;
+            for (j, &i) in chunk.iter().enumerate() {
+                let it = &items[i];
+                let (pp, d) = elem_ptr(op, it.p)?;
+                l.a[j] = pp;
+                l.b[j] = elem_ptr(op, &grads[i])?.0;
+                l.c[j] = elem_ptr(op, it.m)?.0;
+                l.d[j] = elem_ptr(op, it.v)?.0;
+                l.e[j] = match it.vmax {
+                    Some(x) => elem_ptr(op, x)?.0,
+                    None => 0,
+                };
+                l.n[j] = it.p.numel() as i64;
+                max_n = max_n.max(it.p.numel());
+                dev = Some(d);
+            }
+            let Some(dev) = dev else { continue };
+            let f = kfunc(&dev, KFile::Optim, first.p.dtype(), "adam_step_multi")?;
+            let mut a = Args::new();
+            a.push(l).push(hp);
+            launch(&dev, op, f, (mt_blocks(&dev, max_n, chunk.len()), chunk.len() as u32, 1), (256, 1, 1), 0, &mut a)?;
+        }
+        Ok(())
+    }
+
+    /// Contiguous f32/f64 CUDA tensors of one device and dtype for a multi-tensor launch, or None.
+    fn mt_inputs(ts: &[Tensor]) -> Result<Option<(usize, DType, Vec<Tensor>)>> {
         let Some(first) = ts.first() else { return Ok(None) };
         let Device::Cuda(ord) = first.device() else { return Ok(None) };
-        if ts.iter().any(|t| t.device() != first.device() || !matches!(t.dtype(), DType::F32 | DType::F64)) {
+        if ts.iter().any(|t| t.device() != first.device() || t.dtype() != first.dtype()) || !matches!(first.dtype(), DType::F32 | DType::F64) {
             return Ok(None);
         }
+        let ts = ts.iter().filter(|t| t.numel() > 0).map(|t| if t.is_contiguous() { Ok(t.clone()) } else { contiguous(t) }).collect::<Result<Vec<_>>>()?;
+        Ok(Some((ord, first.dtype(), ts)))
+    }
+
+    /// Runs `kernel` over `ts` in chunks of 48 (`a` = element pointer, `n` = count), with `extra` pushed after the list.
+    fn mt_launch(op: &str, kernel: &'static str, ord: usize, dt: DType, ts: &[Tensor], extra: impl Fn(&mut Args)) -> Result<()> {
+        let dev = super::super::device::device(op, ord)?;
+        let f = kfunc(&dev, KFile::Optim, dt, kernel)?;
+        for chunk in ts.chunks(MT_N) {
+            let mut l = MtList::new();
+            let mut max_n = 0;
+            for (j, t) in chunk.iter().enumerate() {
+                l.a[j] = elem_ptr(op, t)?.0;
+                l.n[j] = t.numel() as i64;
+                max_n = max_n.max(t.numel());
+            }
+            let mut a = Args::new();
+            a.push(l);
+            extra(&mut a);
+            launch(&dev, op, f, (mt_blocks(&dev, max_n, chunk.len()), chunk.len() as u32, 1), (256, 1, 1), 0, &mut a)?;
+        }
+        Ok(())
+    }
+
+    /// The sum of squares of every element of `ts` as a 0-d f64 CUDA tensor (one launch per 48
+    /// tensors, accumulated on the device), or None unless all are f32/f64 on one CUDA device.
+    pub fn sum_of_squares(ts: &[Tensor]) -> Result<Option<Tensor>> {
+        let op = "clip_grad_norm_";
+        let Some((ord, dt, ts)) = mt_inputs(ts)? else { return Ok(None) };
         let acc = empty(op, ord, DType::F64, &[])?;
         super::super::ops::fill(&acc, crate::Scalar::Float(0.0))?;
         let ap = elem_ptr(op, &acc)?.0;
-        for t in ts {
-            let n = t.numel();
-            if n == 0 {
-                continue;
-            }
-            let t = if t.is_contiguous() { t.clone() } else { contiguous(t)? };
-            let (tp, dev) = elem_ptr(op, &t)?;
-            let f = kfunc(&dev, KFile::Optim, t.dtype(), "sumsq_acc")?;
-            let mut a = Args::new();
-            a.push(tp).push(n as i64).push(ap);
-            let blocks = grid_stride_blocks(&dev, n).min(dev.sm_count as u32 * 2);
-            launch(&dev, op, f, (blocks, 1, 1), (256, 1, 1), 0, &mut a)?;
-        }
+        mt_launch(op, "sumsq_multi", ord, dt, &ts, |a| {
+            a.push(ap);
+        })?;
         Ok(Some(acc))
+    }
+
+    /// Multiplies every tensor of `ts` in place by `min(max_norm / (sqrt(sumsq) + 1e-6), 1)`,
+    /// where `sumsq` is the 0-d f64 device tensor of [`sum_of_squares`]: clip_grad_norm_'s scaling
+    /// without reading the norm on the host. Returns false (nothing done) unless `ts` are
+    /// contiguous f32/f64 tensors on one CUDA device.
+    pub fn clip_scale_multi(ts: &[Tensor], sumsq: &Tensor, max_norm: f64) -> Result<bool> {
+        let op = "clip_grad_norm_";
+        if ts.iter().any(|t| !t.is_contiguous()) || sumsq.dtype() != DType::F64 || sumsq.numel() != 1 {
+            return Ok(false);
+        }
+        let Some((ord, dt, ts)) = mt_inputs(ts)? else { return Ok(false) };
+        if sumsq.device() != Device::Cuda(ord) {
+            return Ok(false);
+        }
+        let sp = elem_ptr(op, sumsq)?.0;
+        mt_launch(op, "clip_scale_multi", ord, dt, &ts, |a| {
+            a.push(sp).push(max_norm);
+        })?;
+        Ok(true)
     }
 }
 
 #[cfg(not(feature = "cuda"))]
 mod no_cuda {
-    use super::{AdamHyper, SgdHyper};
+    use super::{AdamHyper, AdamItem, SgdHyper};
     use crate::tensor::Tensor;
     use crate::Result;
     /// Without the CUDA backend there are no CUDA parameters to step.
@@ -180,6 +334,14 @@ mod no_cuda {
     /// Without the CUDA backend there are no CUDA parameters to step.
     pub fn adam_step(_p: &Tensor, _g: &Tensor, _m: &Tensor, _v: &Tensor, _vmax: Option<&Tensor>, _h: &AdamHyper) -> Result<()> {
         Err(super::super::unavailable("Adam"))
+    }
+    /// Without the CUDA backend there are no CUDA parameters to step.
+    pub fn adam_step_multi(_items: &[AdamItem], _h: &AdamHyper) -> Result<()> {
+        Err(super::super::unavailable("Adam"))
+    }
+    /// Never a CUDA tensor without the backend: nothing done.
+    pub fn clip_scale_multi(_ts: &[Tensor], _sumsq: &Tensor, _max_norm: f64) -> Result<bool> {
+        Ok(false)
     }
     /// Never a CUDA tensor without the backend: None (the caller takes the generic path).
     pub fn sum_of_squares(_ts: &[Tensor]) -> Result<Option<Tensor>> {
@@ -191,4 +353,4 @@ mod no_cuda {
     }
 }
 #[cfg(not(feature = "cuda"))]
-pub use no_cuda::{adam_step, sgd_step, sum_of_squares, zeros_like};
+pub use no_cuda::{adam_step, adam_step_multi, clip_scale_multi, sgd_step, sum_of_squares, zeros_like};

@@ -68,3 +68,80 @@ extern "C" __global__ void sumsq_acc(const T* __restrict__ x, i64 n, double* acc
     s = block_reduce<OpSum<double> >(s, sm);
     if (threadIdx.x == 0) atomicAdd(acc, s);
 }
+
+// ---- multi-tensor forms: up to MT_N tensors per launch (blockIdx.y picks the tensor, blocks
+// stride over its elements), so a whole parameter group takes one launch, as PyTorch's
+// multi_tensor_apply does. The list travels as the kernel parameter (no device table to upload).
+#define MT_N 48
+struct MtList {
+    u64 a[MT_N], b[MT_N], c[MT_N], d[MT_N], e[MT_N];  // per kernel: p, g, m, v, vmax (or x only)
+    i64 n[MT_N];
+};
+
+struct MtAdam {
+    double step_size, bc2_sqrt, w1, b2, w2, decay, wd, eps;
+    int decoupled, maximize;
+};
+
+extern "C" __global__ void adam_step_multi(const MtList l, const MtAdam h) {
+    const int t = blockIdx.y;
+    T* __restrict__ p = (T*)l.a[t];
+    const T* __restrict__ g = (const T*)l.b[t];
+    T* __restrict__ m = (T*)l.c[t];
+    T* __restrict__ v = (T*)l.d[t];
+    T* __restrict__ vmax = (T*)l.e[t];
+    const i64 n = l.n[t];
+    const A step_size = (A)h.step_size, bc2_sqrt = (A)h.bc2_sqrt, w1 = (A)h.w1, b2 = (A)h.b2, w2 = (A)h.w2, decay = (A)h.decay,
+            wd = (A)h.wd, eps = (A)h.eps;
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
+        A pv = p[i];
+        A d = h.maximize ? -g[i] : g[i];
+        if (h.decoupled) {
+            pv = pv * decay;
+        } else if (h.wd != 0.0) {
+            d = d + wd * pv;
+        }
+        A mi = m[i], vi = v[i];
+        mi = mi + w1 * (d - mi);
+        vi = vi * b2 + w2 * d * d;
+        m[i] = mi;
+        v[i] = vi;
+        A denom;
+        if (vmax) {
+            A vm = vmax[i];
+            vm = (vm != vm || vi > vm) ? vi : vm;
+            vmax[i] = vm;
+            denom = m_sqrt(vm) / bc2_sqrt + eps;
+        } else {
+            denom = m_sqrt(vi) / bc2_sqrt + eps;
+        }
+        p[i] = pv - step_size * (mi / denom);
+    }
+}
+
+// acc[0] += sum of squares of every listed tensor (l.a).
+extern "C" __global__ void sumsq_multi(const MtList l, double* acc) {
+    __shared__ double sm[32];
+    const T* __restrict__ x = (const T*)l.a[blockIdx.y];
+    const i64 n = l.n[blockIdx.y];
+    double s = 0;
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
+        double v = (double)Ty<T>::ld(x[i]);
+        s += v * v;
+    }
+    s = block_reduce<OpSum<double> >(s, sm);
+    if (threadIdx.x == 0 && s != 0.0) atomicAdd(acc, s);
+}
+
+// clip_grad_norm_'s scaling without a host read: coef = min(max_norm / (sqrt(acc[0]) + 1e-6), 1),
+// computed by every block from the device total, multiplies every listed tensor (l.a) in place.
+extern "C" __global__ void clip_scale_multi(const MtList l, const double* acc, double max_norm) {
+    T* __restrict__ x = (T*)l.a[blockIdx.y];
+    const i64 n = l.n[blockIdx.y];
+    const double total = sqrt(acc[0]);
+    double c = max_norm / (total + 1e-6);
+    c = c < 1.0 ? c : 1.0;  // NaN total: NaN coefficient, as PyTorch's clamp keeps NaN
+    if (total != total) c = total;
+    const A coef = (A)c;
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) x[i] = Ty<T>::st((A)Ty<T>::ld(x[i]) * coef);
+}

@@ -1,0 +1,38 @@
+"""Markdown table of benchmark/train: torch-magpie's train-bench lines against PyTorch's
+(train_torch.py) from the same run. Usage: report.py MAGPIE.jsonl TORCH.jsonl"""
+import json, sys
+
+# issue 14's targets, as ratios to PyTorch in the same run (H200 absolute targets: BERT f32 <= 2.5 ms)
+TARGETS = {("gpt", "float32"): "≥ 1.5x eager, ≥ torch.compile", ("bert", "float32"): "≤ 2.5 ms (H200), ≥ 4x eager",
+           ("bert", "bfloat16"): "≤ 2.0 ms (H200)", ("gpt2-small", "bfloat16"): "≥ 1.2x torch.compile"}
+
+
+def load(p):
+    with open(p) as f:
+        return [json.loads(l) for l in f if l.strip().startswith("{")]
+
+
+ours, theirs = load(sys.argv[1]), load(sys.argv[2])
+gpu = next((r.get("gpu") for r in theirs if r.get("gpu")), "unknown GPU")
+ver = next((r.get("impl") for r in theirs), "PyTorch")
+print(f"GPU: {gpu}; {ver}. Median of the timed steps (each synchronised: the loss is read back).\n")
+print("| case | dtype | torch-magpie | PyTorch eager | torch.compile | PyTorch autocast bf16 | vs eager | vs compile | peak MiB (magpie / eager) | target |")
+print("|---|---|---:|---:|---:|---:|---:|---:|---:|---|")
+by = {(r["case"], r["mode"]): r for r in theirs}
+cases = sorted({r["case"] for r in ours} | {r["case"] for r in theirs})
+for case in cases:
+    for dt in ("float32", "bfloat16"):
+        m = next((r for r in ours if r["case"] == case and r["dtype"] == dt), None)
+        eager = by.get((case, "eager" if dt == "float32" else "autocast-bf16"))
+        comp = by.get((case, "compile" if dt == "float32" else "compile-autocast-bf16"))
+        amp = by.get((case, "autocast-bf16"))
+        if m is None and eager is None:
+            continue
+        f = lambda r: f"{r['step_ms']:.2f} ms" if r else "–"
+        ratio = lambda r: f"{r['step_ms'] / m['step_ms']:.2f}x" if (r and m) else "–"
+        mem = f"{m['peak_mem_bytes'] / 2**20:.0f} / {eager['peak_mem_bytes'] / 2**20:.0f}" if (m and eager) else "–"
+        print(f"| {case} | {dt} | {f(m)} | {f(eager) if dt == 'float32' else '–'} | {f(comp)} | {f(amp)} | {ratio(eager)} | {ratio(comp)} | {mem} | {TARGETS.get((case, dt), '')} |")
+print()
+for r in ours + theirs:
+    if "tokens_per_s" in r:
+        print(f"- {r['impl']} {r['case']} {r.get('mode', r.get('dtype'))}: {r['tokens_per_s']:.0f} tokens/s, loss {r['loss']:.4f}")

@@ -1,0 +1,169 @@
+//! Full training steps on one device, the cases of `benchmark/train/train_torch.py` (PyTorch's side):
+//!
+//! - `gpt`: the GPT of `magpie train` (crates/magpie-models/src/gpt.rs) with 6 layers, 6 heads,
+//!   n_embd 384, context 256, batch 64, vocab 96; AdamW (betas 0.9/0.95, weight decay 0.1 on
+//!   matrices, lr 1e-3), gradient clipping at 1.0: tokens/s.
+//! - `bert`: BertForMaskedLM (6 layers, hidden 768, 12 heads, vocab 30522, dropout 0), batch 4 x 128,
+//!   the masked-LM loss over every position, AdamW (lr 1e-4, weight decay 0.01): ms per step.
+//!
+//! Both sides use the same fixed batch (token k of row r is (7r + 3k) mod vocab). Each case runs
+//! `--warmup` steps, then `--steps` timed steps with a device synchronisation per step (the loss is
+//! read back, as a training loop logging it does); the median step time, the peak device memory over
+//! the timed steps and the last loss are printed as one JSON line per case.
+//!
+//!     train-bench [--device cuda] [--cases gpt,bert] [--warmup 5] [--steps 20]
+
+use magpie_core::backend::cuda;
+use magpie_core::ops::nn::loss::cross_entropy;
+use magpie_core::ops::nn::Reduction;
+use magpie_core::{DType, Device, Error, Result, Tensor};
+use magpie_models::bert::BertForMaskedLM;
+use magpie_models::config::BertConfig;
+use magpie_models::gpt::{Gpt, GptConfig};
+use magpie_models::hub::{LoadOptions, RandomWeights};
+use magpie_nn::ModuleExt;
+use magpie_optim::{AdamConfig, AdamW, Optimizer};
+use serde_json::json;
+use std::time::Instant;
+
+struct Args {
+    device: Device,
+    cases: Vec<String>,
+    warmup: usize,
+    steps: usize,
+}
+
+fn parse() -> Result<Args> {
+    let v: Vec<String> = std::env::args().skip(1).collect();
+    let mut a = Args { device: Device::Cuda(0), cases: vec!["gpt".into(), "bert".into()], warmup: 5, steps: 20 };
+    let bad = |m: String| Error::value("train-bench", m);
+    let mut i = 0;
+    while i < v.len() {
+        let val = v.get(i + 1).ok_or_else(|| bad(format!("{} needs a value", v[i])))?;
+        let num = || val.parse::<usize>().map_err(|_| bad(format!("{} expects a number, got {val}", v[i])));
+        match v[i].as_str() {
+            "--device" => a.device = Device::parse(val)?,
+            "--cases" => a.cases = val.split(',').map(str::to_string).collect(),
+            "--warmup" => a.warmup = num()?,
+            "--steps" => a.steps = num()?.max(1),
+            f => return Err(bad(format!("unknown flag {f}"))),
+        }
+        i += 2;
+    }
+    Ok(a)
+}
+
+fn sync(dev: Device) -> Result<()> {
+    if let Device::Cuda(_) = dev {
+        cuda::synchronize(Some(dev))?;
+    }
+    Ok(())
+}
+
+fn peak(dev: Device) -> usize {
+    match dev {
+        Device::Cuda(n) => cuda::max_memory_allocated(n),
+        Device::Cpu => 0,
+    }
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+/// The fixed batch: token k of row r is (7r + 3k + shift) mod vocab.
+fn batch(b: usize, t: usize, vocab: usize, shift: usize, dev: Device) -> Result<Tensor> {
+    let x: Vec<i64> = (0..b * t).map(|k| ((7 * (k / t) + 3 * (k % t) + shift) % vocab) as i64).collect();
+    Tensor::from_vec(x, &[b, t])?.to_device(dev)
+}
+
+/// Runs `step` warmup + steps times; returns (median ms, peak bytes over the timed steps, last loss).
+fn time_steps(a: &Args, mut step: impl FnMut() -> Result<f64>) -> Result<(f64, usize, f64)> {
+    let mut loss = 0.0;
+    for _ in 0..a.warmup {
+        loss = step()?;
+    }
+    sync(a.device)?;
+    if let Device::Cuda(n) = a.device {
+        cuda::reset_peak_memory_stats(n);
+    }
+    let mut ms = Vec::with_capacity(a.steps);
+    for _ in 0..a.steps {
+        let t0 = Instant::now();
+        loss = step()?;
+        sync(a.device)?;
+        ms.push(t0.elapsed().as_secs_f64() * 1e3);
+    }
+    Ok((median(&mut ms), peak(a.device), loss))
+}
+
+fn gpt(a: &Args) -> Result<serde_json::Value> {
+    let (b, t) = (64, 256);
+    let cfg = GptConfig { vocab_size: 96, block_size: t, n_layer: 6, n_head: 6, n_embd: 384, dropout: 0.0 };
+    magpie_core::ops::random::manual_seed(0);
+    let mut model = Gpt::new(cfg.clone())?;
+    model.to_device(a.device)?;
+    let (decay, no_decay) = model.decay_groups();
+    let ac = AdamConfig { lr: 1e-3, betas: (0.9, 0.95), weight_decay: 0.1, ..AdamConfig::adamw() };
+    let mut opt = AdamW::new(decay, ac.clone())?;
+    opt.add_param_group(no_decay, AdamConfig { weight_decay: 0.0, ..ac })?;
+    let (x, y) = (batch(b, t, cfg.vocab_size, 0, a.device)?, batch(b, t, cfg.vocab_size, 3, a.device)?);
+    let params = model.parameters();
+    let (ms, mem, loss) = time_steps(a, || {
+        let loss = model.loss(&x, &y)?;
+        opt.zero_grad();
+        loss.backward()?;
+        magpie_nn::utils::clip_grad_norm_(&params, 1.0, 2.0, false)?;
+        opt.step()?;
+        Ok(loss.item()?.to_f64())
+    })?;
+    Ok(json!({"case": "gpt", "dtype": "float32", "step_ms": ms, "tokens_per_s": (b * t) as f64 / ms * 1e3,
+              "peak_mem_bytes": mem, "params": model.num_parameters(), "loss": loss}))
+}
+
+fn bert(a: &Args) -> Result<serde_json::Value> {
+    let (b, t, vocab) = (4, 128, 30522);
+    let cfg = BertConfig::from_json(&json!({
+        "vocab_size": vocab, "hidden_size": 768, "num_hidden_layers": 6, "num_attention_heads": 12,
+        "intermediate_size": 3072, "hidden_act": "gelu", "max_position_embeddings": 512, "type_vocab_size": 2,
+        "layer_norm_eps": 1e-12, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0
+    }))?;
+    let mut w = RandomWeights::new(LoadOptions { dtype: DType::F32, device: a.device }, 0)?;
+    let mut model = BertForMaskedLM::build(&cfg, &mut w)?;
+    model.train(true);
+    let params = model.parameters();
+    let mut opt = AdamW::new(params, AdamConfig { lr: 1e-4, weight_decay: 0.01, ..AdamConfig::adamw() })?;
+    let (x, y) = (batch(b, t, vocab, 0, a.device)?, batch(b, t, vocab, 3, a.device)?);
+    let (ms, mem, loss) = time_steps(a, || {
+        let out = model.forward_with(&x, None, None, false)?;
+        let logits = out.logits.ok_or_else(|| Error::value("train-bench", "BertForMaskedLM gave no logits"))?;
+        let loss = cross_entropy(&logits.reshape(&[(b * t) as i64, vocab as i64])?, &y.reshape(&[-1])?, None, -100, Reduction::Mean, 0.0)?;
+        opt.zero_grad();
+        loss.backward()?;
+        opt.step()?;
+        Ok(loss.item()?.to_f64())
+    })?;
+    Ok(json!({"case": "bert", "dtype": "float32", "step_ms": ms, "tokens_per_s": (b * t) as f64 / ms * 1e3,
+              "peak_mem_bytes": mem, "params": model.num_parameters(), "loss": loss}))
+}
+
+fn main() {
+    let run = || -> Result<()> {
+        let a = parse()?;
+        for c in &a.cases {
+            let mut r = match c.as_str() {
+                "gpt" => gpt(&a)?,
+                "bert" => bert(&a)?,
+                other => return Err(Error::value("train-bench", format!("unknown case {other} (gpt, bert)"))),
+            };
+            r["impl"] = json!("torch-magpie");
+            println!("{r}");
+        }
+        Ok(())
+    };
+    if let Err(e) = run() {
+        eprintln!("train-bench: {e}");
+        std::process::exit(1);
+    }
+}
