@@ -16,6 +16,13 @@ use util::{gpu, Rng};
 
 const GPU: Device = Device::Cuda(0);
 
+/// The tests set the process-wide composite/flash threshold: one at a time.
+static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn lock() -> std::sync::MutexGuard<'static, ()> {
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn rnd(rng: &mut Rng, shape: &[usize], dt: DType) -> Tensor {
     util::rand(rng, shape, dt, -1.0, 1.0)
 }
@@ -45,6 +52,11 @@ fn tol(dt: DType) -> f64 {
 
 /// One case: gradients of the flash path on the GPU vs the f64 composite on the CPU.
 fn case(rng: &mut Rng, dt: DType, qs: &[usize], ks: &[usize], causal: bool, gqa: bool) {
+    case_on(rng, dt, qs, ks, causal, gqa, "FlashAttentionForCuda")
+}
+
+/// [`case`] on the path whose autograd node name contains `node_has` (`!name`: does not contain it).
+fn case_on(rng: &mut Rng, dt: DType, qs: &[usize], ks: &[usize], causal: bool, gqa: bool, node_has: &str) {
     let what = format!("{dt:?} q{qs:?} k{ks:?} causal {causal} gqa {gqa}");
     let (q, k, v) = (rnd(rng, qs, dt), rnd(rng, ks, dt), rnd(rng, ks, dt));
     let go = rnd(rng, qs, dt);
@@ -53,7 +65,10 @@ fn case(rng: &mut Rng, dt: DType, qs: &[usize], ks: &[usize], causal: bool, gqa:
     let (qg, kg, vg) = (leaf(&q), leaf(&k), leaf(&v));
     let y = nn::scaled_dot_product_attention(&qg, &kg, &vg, None, 0.0, causal, None, gqa).unwrap();
     let node = y.grad_fn().map(|n| n.name().to_string()).unwrap_or_default();
-    assert!(node.contains("FlashAttentionForCuda"), "{what}: took {node}, not the flash path");
+    match node_has.strip_prefix('!') {
+        Some(not) => assert!(!node.contains(not), "{what}: took {node}, expected another path"),
+        None => assert!(node.contains(node_has), "{what}: took {node}, not the {node_has} path"),
+    }
     y.backward_with(Some(&go.to_device(GPU).unwrap()), false, false).unwrap();
     // the f64 composite on the CPU
     let leaf64 = |t: &Tensor| t.to_dtype(DType::F64).unwrap().requires_grad_(true).unwrap();
@@ -76,6 +91,7 @@ fn flash_backward_matches_composite() {
     if gpu().is_none() {
         return;
     }
+    let _g = lock();
     // the scalar kernels too (by default small float32 cases take the composite, which is faster)
     set_scalar_backward_min_scores(0);
     let mut rng = Rng::new(41);
@@ -102,6 +118,7 @@ fn flash_backward_long_causal() {
     if gpu().is_none() {
         return;
     }
+    let _g = lock();
     set_scalar_backward_min_scores(0);
     let mut rng = Rng::new(42);
     // many key tiles per query tile and the causal skip of whole tiles
@@ -115,6 +132,7 @@ fn flash_forward_with_grad_equals_without() {
     if gpu().is_none() {
         return;
     }
+    let _g = lock();
     let mut rng = Rng::new(43);
     for dt in [DType::BF16, DType::F32] {
         let (q, k, v) = (rnd(&mut rng, &[2, 4, 70, 64], dt), rnd(&mut rng, &[2, 4, 70, 64], dt), rnd(&mut rng, &[2, 4, 70, 64], dt));
@@ -151,4 +169,21 @@ fn flash_double_backward_uses_the_composite() {
     for i in 0..c.len() {
         assert!((g[i] - c[i]).abs() <= 1e-4 * amax, "double backward element {i}: gpu {} cpu {}", g[i], c[i]);
     }
+}
+
+#[test]
+fn composite_causal_softmax_on_cuda_matches() {
+    if gpu().is_none() {
+        return;
+    }
+    let _g = lock();
+    // float32 with autograd below the threshold: the composite, whose causal softmax runs inside
+    // the softmax kernel on CUDA
+    set_scalar_backward_min_scores(usize::MAX);
+    let mut rng = Rng::new(45);
+    for (qs, ks) in [(vec![2usize, 3, 37, 64], vec![2usize, 3, 37, 64]), (vec![1, 2, 70, 40], vec![1, 2, 33, 40]), (vec![1, 2, 20, 16], vec![1, 2, 50, 16])] {
+        case_on(&mut rng, DType::F32, &qs, &ks, true, false, "!Flash");
+        case_on(&mut rng, DType::BF16, &qs, &ks, true, false, if qs[3] == 64 { "FlashAttentionForCuda" } else { "!Flash" });
+    }
+    set_scalar_backward_min_scores(1 << 26);
 }

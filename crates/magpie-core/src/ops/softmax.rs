@@ -231,6 +231,31 @@ fn run(op: &str, x: &Tensor, dim: i64, dtype: Option<DType>, kind: Kind) -> Resu
     Ok(out)
 }
 
+/// Softmax over the last dim of `x` (`[.., l, s]`) where row i of each `[l, s]` matrix sees
+/// columns `0..=i` only (top-left causal; the rest come out 0), on CUDA tensors (None
+/// elsewhere): the attention composite's causal softmax without a masked copy of the scores. Its
+/// gradient is softmax's (zero at the hidden entries, where the output is 0).
+pub(crate) fn causal_softmax_cuda(x: &Tensor) -> Result<Option<Tensor>> {
+    #[cfg(feature = "cuda")]
+    if x.device().is_cuda() && x.ndim() >= 2 && x.shape()[x.ndim() - 2] > 0 && crate::backend::cuda::softmax::supported(x.dtype()) {
+        let (l, d) = (x.shape()[x.ndim() - 2], x.ndim() - 1);
+        let y = {
+            let _ng = autograd::no_grad();
+            match crate::backend::cuda::softmax::forward_causal(x, 0, l)? {
+                Some(y) => y,
+                None => return Ok(None),
+            }
+        };
+        autograd::record("Softmax", &[x], &[y.clone()], move |ctx, g| {
+            let y = ctx.output(0)?;
+            Ok(vec![Some(softmax_grad(&g[0], &y, d)?)])
+        });
+        return Ok(Some(y));
+    }
+    let _ = x;
+    Ok(None)
+}
+
 impl Tensor {
     /// `torch.softmax(x, dim, dtype=)`: `exp(x - max) / sum(exp(x - max))` along `dim`
     /// (`dtype` converts the input first, as PyTorch).

@@ -32,6 +32,13 @@ pub(crate) fn row_launch(ptr: u64, n: usize, dt: DType) -> (&'static str, u32) {
 
 /// Which member of the family: 0 softmax, 1 log_softmax, 2 softmax with all -inf rows as 0.
 pub fn forward(x: &Tensor, mode: i32) -> Result<Option<Tensor>> {
+    forward_causal(x, mode, 0)
+}
+
+/// [`forward`] where, with `causal` > 0, the last two dims are `[causal, n]` matrices and row i of
+/// each sees columns `0..=i` only (the rest count as -inf: they come out 0, or -inf for
+/// log_softmax): attention's top-left causal softmax without the masked copy of the scores.
+pub fn forward_causal(x: &Tensor, mode: i32, causal: usize) -> Result<Option<Tensor>> {
     let op = "softmax";
     let dt = x.dtype();
     let Device::Cuda(ord) = x.device() else { return Ok(None) };
@@ -55,7 +62,7 @@ pub fn forward(x: &Tensor, mode: i32) -> Result<Option<Tensor>> {
     };
     let f = kfunc(&dev, KFile::Softmax, dt, kname)?;
     let mut a = Args::new();
-    a.push(ptr).push(optr).push(n as i64).push(mode);
+    a.push(ptr).push(optr).push(n as i64).push(mode).push(causal as i64);
     launch(&dev, op, f, (rows as u32, 1, 1), (threads, 1, 1), 0, &mut a)?;
     Ok(Some(out))
 }

@@ -70,14 +70,22 @@ pub fn scaled_dot_product_attention(q: &Tensor, k: &Tensor, v: &Tensor, mask: Op
     }
     let mut att = q.matmul(&k.transpose(-2, -1)?)?.mul_scalar(sc)?;
     let ninf = |t: &Tensor| t.full_like(f64::NEG_INFINITY);
-    if is_causal {
-        att = att.masked_fill(&causal_mask(l, s, att.device())?, f64::NEG_INFINITY)?;
-    }
-    if let Some(m) = mask {
-        att = if m.dtype().is_bool() { m.where_(&att, &ninf(&att)?)? } else { att.add(m)? };
-    }
-    // PyTorch's math backend uses `_safe_softmax`: fully masked rows are 0 (and so is their gradient)
-    let mut p = att.safe_softmax(-1, None)?;
+    // on CUDA the causal mask is applied inside the softmax kernel (no masked copy of the scores,
+    // no `where` in the backward); no row is fully masked there, so it equals the safe softmax
+    let fused = if is_causal && mask.is_none() { crate::ops::softmax::causal_softmax_cuda(&att)? } else { None };
+    let mut p = match fused {
+        Some(p) => p,
+        None => {
+            if is_causal {
+                att = att.masked_fill(&causal_mask(l, s, att.device())?, f64::NEG_INFINITY)?;
+            }
+            if let Some(m) = mask {
+                att = if m.dtype().is_bool() { m.where_(&att, &ninf(&att)?)? } else { att.add(m)? };
+            }
+            // PyTorch's math backend uses `_safe_softmax`: fully masked rows are 0 (and so is their gradient)
+            att.safe_softmax(-1, None)?
+        }
+    };
     if dropout_p > 0.0 {
         p = super::dropout::dropout(&p, dropout_p, true, false)?;
     }

@@ -3,6 +3,8 @@
 // blockDim * MAXV vectors) reads the row once and writes it once: the floor of the op;
 // the loop path for longer rows reads it three times (the re-reads mostly hit L2).
 // mode: 0 softmax, 1 log_softmax, 2 softmax whose all -inf rows give zeros.
+// causal > 0: the rows are [causal, n] matrices stacked; row r sees columns 0..=(r % causal) only
+// (the others count as -inf: attention's top-left causal mask without a masked copy of the scores).
 
 typedef Ty<T>::acc A;
 #define VEC (16 / sizeof(T))
@@ -31,8 +33,9 @@ template <int V> __device__ __forceinline__ void store_v(T* p, i64 j, const A* s
 }
 
 template <int V>
-__device__ void fwd_reg(const T* __restrict__ x, T* __restrict__ y, i64 n, int mode) {
+__device__ void fwd_reg(const T* __restrict__ x, T* __restrict__ y, i64 n, int mode, i64 causal) {
     __shared__ A sm[32];
+    const i64 vis = causal > 0 ? min(n, (i64)blockIdx.x % causal + 1) : n;
     const T* xr = x + (i64)blockIdx.x * n;
     T* yr = y + (i64)blockIdx.x * n;
     i64 nv = n / V;
@@ -44,7 +47,10 @@ __device__ void fwd_reg(const T* __restrict__ x, T* __restrict__ y, i64 n, int m
         if (j < nv) {
             load_v<V>(xr, j, v[k]);
 #pragma unroll
-            for (int e = 0; e < V; e++) mx = OpMax<A>::comb(mx, v[k][e]);
+            for (int e = 0; e < V; e++) {
+                if (j * V + e >= vis) v[k][e] = (A)__int_as_float(0xff800000);
+                mx = OpMax<A>::comb(mx, v[k][e]);
+            }
         }
     }
     mx = block_reduce<OpMax<A> >(mx, sm);
@@ -86,30 +92,31 @@ __device__ void fwd_reg(const T* __restrict__ x, T* __restrict__ y, i64 n, int m
     }
 }
 
-__device__ void fwd_loop(const T* __restrict__ x, T* __restrict__ y, i64 n, int mode) {
+__device__ void fwd_loop(const T* __restrict__ x, T* __restrict__ y, i64 n, int mode, i64 causal) {
     __shared__ A sm[32];
+    const i64 vis = causal > 0 ? min(n, (i64)blockIdx.x % causal + 1) : n;
     const T* xr = x + (i64)blockIdx.x * n;
     T* yr = y + (i64)blockIdx.x * n;
     A mx = lowest_of<A>();
-    for (i64 i = threadIdx.x; i < n; i += blockDim.x) mx = OpMax<A>::comb(mx, Ty<T>::ld(xr[i]));
+    for (i64 i = threadIdx.x; i < vis; i += blockDim.x) mx = OpMax<A>::comb(mx, Ty<T>::ld(xr[i]));
     mx = block_reduce<OpMax<A> >(mx, sm);
     if (mode == 2 && mx == lowest_of<A>()) {
         for (i64 i = threadIdx.x; i < n; i += blockDim.x) yr[i] = Ty<T>::st((A)0);
         return;
     }
     A s = 0;
-    for (i64 i = threadIdx.x; i < n; i += blockDim.x) s += m_exp(Ty<T>::ld(xr[i]) - mx);
+    for (i64 i = threadIdx.x; i < vis; i += blockDim.x) s += m_exp(Ty<T>::ld(xr[i]) - mx);
     s = block_reduce<OpSum<A> >(s, sm);
     A sh = mx + m_log(s), inv = (A)1 / s;
     for (i64 i = threadIdx.x; i < n; i += blockDim.x) {
-        A v = Ty<T>::ld(xr[i]);
+        A v = i < vis ? (A)Ty<T>::ld(xr[i]) : (A)__int_as_float(0xff800000);
         yr[i] = Ty<T>::st(mode == 1 ? v - sh : m_exp(v - mx) * inv);
     }
 }
 
-extern "C" __global__ void __launch_bounds__(1024) softmax_fwd_vec(const T* x, T* y, i64 n, int mode) { fwd_reg<VEC>(x, y, n, mode); }
-extern "C" __global__ void __launch_bounds__(1024) softmax_fwd_reg(const T* x, T* y, i64 n, int mode) { fwd_reg<1>(x, y, n, mode); }
-extern "C" __global__ void __launch_bounds__(1024) softmax_fwd_loop(const T* x, T* y, i64 n, int mode) { fwd_loop(x, y, n, mode); }
+extern "C" __global__ void __launch_bounds__(1024) softmax_fwd_vec(const T* x, T* y, i64 n, int mode, i64 causal) { fwd_reg<VEC>(x, y, n, mode, causal); }
+extern "C" __global__ void __launch_bounds__(1024) softmax_fwd_reg(const T* x, T* y, i64 n, int mode, i64 causal) { fwd_reg<1>(x, y, n, mode, causal); }
+extern "C" __global__ void __launch_bounds__(1024) softmax_fwd_loop(const T* x, T* y, i64 n, int mode, i64 causal) { fwd_loop(x, y, n, mode, causal); }
 
 // Backward from the output y. mode 0 (softmax): dx = y * (g - sum(g * y));
 // mode 1 (log_softmax): dx = g - exp(y) * sum(g).
