@@ -339,19 +339,27 @@ impl Tensor {
     }
     /// `torch.addcmul(self, t1, t2, value=value)`.
     pub fn addcmul(&self, t1: &Tensor, t2: &Tensor, value: impl Into<Scalar>) -> Result<Tensor> {
-        addcmul_op(self, t1, t2, value.into())
+        let value: Scalar = value.into();
+        if let Some(c) = crate::amp::tensors("addcmul", &[self, t1, t2])? {
+            return c.args[0].addcmul(&c.args[1], &c.args[2], value);
+        }
+        addcmul_op(self, t1, t2, value)
     }
     /// `torch.addcdiv(self, t1, t2, value=value)`.
     pub fn addcdiv(&self, t1: &Tensor, t2: &Tensor, value: impl Into<Scalar>) -> Result<Tensor> {
-        addcdiv_op(self, t1, t2, value.into())
+        let value: Scalar = value.into();
+        if let Some(c) = crate::amp::tensors("addcdiv", &[self, t1, t2])? {
+            return c.args[0].addcdiv(&c.args[1], &c.args[2], value);
+        }
+        addcdiv_op(self, t1, t2, value)
     }
     /// `self.addcmul_(t1, t2, value=value)` in place (an optimizer step's building block).
     pub fn addcmul_(&self, t1: &Tensor, t2: &Tensor, value: impl Into<Scalar>) -> Result<Tensor> {
-        self.update_("addcmul_", &[t1, t2], |s| s.addcmul(t1, t2, value))
+        self.update_("addcmul_", &[t1, t2], |s| addcmul_op(s, t1, t2, value.into()))
     }
     /// `self.addcdiv_(t1, t2, value=value)` in place.
     pub fn addcdiv_(&self, t1: &Tensor, t2: &Tensor, value: impl Into<Scalar>) -> Result<Tensor> {
-        self.update_("addcdiv_", &[t1, t2], |s| s.addcdiv(t1, t2, value))
+        self.update_("addcdiv_", &[t1, t2], |s| addcdiv_op(s, t1, t2, value.into()))
     }
     /// `x.masked_fill(mask, value)` with a scalar value.
     pub fn masked_fill(&self, mask: &Tensor, value: impl Into<Scalar>) -> Result<Tensor> {
