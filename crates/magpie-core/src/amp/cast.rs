@@ -4,7 +4,7 @@
 //! them while the guard keeps autocast off (so its inner ops are not cast again, as PyTorch's
 //! wrappers exclude the autocast dispatch key).
 
-use super::lists::{policy, Policy};
+use super::lists::{decomposes_to_gemm, policy, Policy};
 use super::state::{self, active_bits, DeviceKind, Suspend};
 use crate::{DType, Error, Result, Tensor};
 
@@ -15,19 +15,27 @@ pub(crate) struct Cast<T> {
 }
 
 /// The kind whose autocast applies to an op over `xs` (CUDA when any input is on a GPU, as
-/// PyTorch's dispatch picks the CUDA autocast key), if that kind autocasts now and `op` is listed.
-fn applies<'a>(op: &str, xs: impl Iterator<Item = &'a Tensor>) -> Option<(DeviceKind, Policy)> {
+/// PyTorch's dispatch picks the CUDA autocast key) and what to do, if that kind autocasts now.
+/// `None` as the policy: the op is in no list of that kind; it runs unchanged with autocast off
+/// inside, since the ops hooked here are kernels in PyTorch (whose inner work autocast never sees)
+/// even where they are compositions here.
+fn applies<'a>(op: &str, xs: impl Iterator<Item = &'a Tensor>) -> Option<(DeviceKind, Option<Policy>)> {
     let mut kind = DeviceKind::Cpu;
+    let (mut n, mut first, mut same) = (0, None, true);
     for t in xs {
+        n += 1;
         if t.device().is_cuda() {
             kind = DeviceKind::Cuda;
-            break;
         }
+        same &= *first.get_or_insert(t.dtype()) == t.dtype();
     }
     if active_bits() & kind.bit() == 0 {
         return None;
     }
-    policy(op, kind).map(|p| (kind, p))
+    // tensordot and multi_dot check that their operands agree before reaching the GEMM
+    let gemm = n >= 2 && decomposes_to_gemm(op) && (same || op == "einsum");
+    let p = policy(op, kind).or_else(|| gemm.then_some(Policy::LowerPrecision));
+    Some((kind, p))
 }
 
 /// ATen's `is_eligible`: a floating tensor (not float64) on the autocast kind's device.
@@ -105,14 +113,17 @@ fn target(op: &str, kind: DeviceKind, p: Policy, xs: &[Option<&Tensor>]) -> Resu
     })
 }
 
-/// The hook of an op whose tensor inputs may be absent (a bias): `Some` when autocast applies.
+/// The hook of an op whose tensor inputs may be absent (a bias): `Some` when the inputs' kind autocasts.
 #[inline]
 pub(crate) fn optional(op: &'static str, xs: &[Option<&Tensor>]) -> Result<Option<Cast<Vec<Option<Tensor>>>>> {
     if active_bits() == 0 {
         return Ok(None);
     }
     let Some((kind, p)) = applies(op, xs.iter().flatten().copied()) else { return Ok(None) };
-    let to = target(op, kind, p, xs)?;
+    let to = match p {
+        Some(p) => target(op, kind, p, xs)?,
+        None => None,
+    };
     let mut args = Vec::with_capacity(xs.len());
     for t in xs {
         args.push(match (t, to) {
@@ -123,7 +134,7 @@ pub(crate) fn optional(op: &'static str, xs: &[Option<&Tensor>]) -> Result<Optio
     Ok(Some(Cast { args, _off: Suspend::new(kind.bit()) }))
 }
 
-/// The hook of an op over tensors: `Some` when autocast applies.
+/// The hook of an op over tensors: `Some` when the inputs' kind autocasts.
 #[inline]
 pub(crate) fn tensors(op: &'static str, xs: &[&Tensor]) -> Result<Option<Cast<Vec<Tensor>>>> {
     if active_bits() == 0 {
@@ -143,9 +154,10 @@ pub(crate) fn opt_dtype(op: &'static str, x: &Tensor, dtype: Option<DType>) -> R
     }
     let Some((kind, p)) = applies(op, std::iter::once(x)) else { return Ok(None) };
     let args = match p {
-        Policy::Fp32SetOptDtype if eligible(x, kind) => (x.clone(), dtype.or(Some(DType::F32))),
-        Policy::Fp32SetOptDtype => (x.clone(), dtype),
-        _ => match target(op, kind, p, &[Some(x)])? {
+        None => (x.clone(), dtype),
+        Some(Policy::Fp32SetOptDtype) if eligible(x, kind) => (x.clone(), dtype.or(Some(DType::F32))),
+        Some(Policy::Fp32SetOptDtype) => (x.clone(), dtype),
+        Some(p) => match target(op, kind, p, &[Some(x)])? {
             Some(to) => (cached_cast(to, x, kind)?, dtype),
             None => (x.clone(), dtype),
         },

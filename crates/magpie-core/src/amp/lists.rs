@@ -96,3 +96,9 @@ fn cpu(op: &str) -> Option<Policy> {
         _ => return None,
     })
 }
+
+/// PyTorch composites that reach `mm`/`bmm` (listed on every kind) with two or more operands, so
+/// that autocast casts them even where they are in no list; here they call the GEMM directly.
+pub(crate) fn decomposes_to_gemm(op: &str) -> bool {
+    matches!(op, "einsum" | "tensordot" | "linalg_multi_dot" | "chain_matmul")
+}

@@ -52,6 +52,12 @@ thread_local! {
     static CACHE: RefCell<HashMap<(usize, DType), (Tensor, Tensor)>> = RefCell::new(HashMap::new());
 }
 
+/// True when any kind autocasts now: the one check an op makes when autocast is off.
+#[inline]
+pub(crate) fn any_active() -> bool {
+    active_bits() != 0
+}
+
 #[inline]
 pub(crate) fn active_bits() -> u8 {
     ACTIVE.with(|a| a.get())

@@ -341,9 +341,6 @@ impl Tensor {
     /// `torch.cross(a, b, dim)` / `torch.linalg.cross`: the 3-vector cross product along `dim`
     /// (broadcasting the other dims). `dim = None` takes the first dim of size 3 (`torch.cross`).
     pub fn cross(&self, other: &Tensor, dim: Option<i64>) -> Result<Tensor> {
-        if let Some(c) = crate::amp::tensors("cross", &[self, other])? {
-            return c.args[0].cross(&c.args[1], dim);
-        }
         cross_impl("cross", self, other, dim)
     }
 }
@@ -370,6 +367,11 @@ fn dot_checks(op: &str, a: &Tensor, b: &Tensor) -> Result<()> {
 /// The cross product as a contraction with the Levi-Civita tensor: `out_i = Σ ε_ijk a_j b_k`,
 /// so it works for every dtype the matmul kernel takes and differentiates through `mul`/`mm`.
 pub(crate) fn cross_impl(op: &str, a: &Tensor, b: &Tensor, dim: Option<i64>) -> Result<Tensor> {
+    // torch.cross is autocast's `cross`; linalg.cross is in no list
+    let name = if op == "cross" { "cross" } else { "linalg_cross" };
+    if let Some(c) = crate::amp::tensors(name, &[a, b])? {
+        return cross_impl(op, &c.args[0], &c.args[1], dim);
+    }
     if op == "linalg.cross" && a.ndim() != b.ndim() {
         return Err(Error::shape(
             op,
@@ -473,9 +475,11 @@ pub fn tensordot(a: &Tensor, b: &Tensor, dims_a: &[i64], dims_b: &[i64]) -> Resu
 
 /// `torch.linalg.multi_dot(tensors)`: a chain of products; the first and last may be vectors.
 pub fn multi_dot(ts: &[Tensor]) -> Result<Tensor> {
-    let refs: Vec<&Tensor> = ts.iter().collect();
-    if let Some(c) = crate::amp::tensors("linalg_multi_dot", &refs)? {
-        return multi_dot(&c.args);
+    if crate::amp::any_active() {
+        let refs: Vec<&Tensor> = ts.iter().collect();
+        if let Some(c) = crate::amp::tensors("linalg_multi_dot", &refs)? {
+            return multi_dot(&c.args);
+        }
     }
     let op = "linalg.multi_dot";
     if ts.len() < 2 {

@@ -335,18 +335,11 @@ impl Tensor {
     }
     /// `torch.pow(a, b)`.
     pub fn pow(&self, exponent: &Tensor) -> Result<Tensor> {
-        if let Some(c) = crate::amp::tensors("pow", &[self, exponent])? {
-            return c.args[0].pow(&c.args[1]);
-        }
         pow_op(Operand::Tensor(self), Operand::Tensor(exponent))
     }
     /// `torch.pow(a, s)` with a scalar exponent.
     pub fn pow_scalar(&self, s: impl Into<Scalar>) -> Result<Tensor> {
-        let s: Scalar = s.into();
-        if let Some(c) = crate::amp::tensors("pow", &[self])? {
-            return c.args[0].pow_scalar(s);
-        }
-        pow_op(Operand::Tensor(self), Operand::Scalar(s))
+        pow_op(Operand::Tensor(self), Operand::Scalar(s.into()))
     }
     /// `torch.float_power(a, b)`: `pow` in float64.
     pub fn float_power(&self, exponent: &Tensor) -> Result<Tensor> {

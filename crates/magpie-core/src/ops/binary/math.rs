@@ -171,9 +171,6 @@ pub fn heaviside_op(a: &Tensor, b: &Tensor) -> Result<Tensor> {
 impl Tensor {
     /// `torch.atan2(a, b)`: the angle of `(b, a)`; integers give floats.
     pub fn atan2(&self, other: &Tensor) -> Result<Tensor> {
-        if let Some(c) = crate::amp::tensors("atan2", &[self, other])? {
-            return c.args[0].atan2(&c.args[1]);
-        }
         real_binary(&ATAN2, Operand::Tensor(self), Operand::Tensor(other))
     }
     /// `torch.hypot(a, b)`: `sqrt(a^2 + b^2)` without overflow.

@@ -47,9 +47,11 @@ fn letters(term: &str) -> usize {
 
 /// `torch.einsum(equation, operands)`.
 pub fn einsum(equation: &str, operands: &[Tensor]) -> Result<Tensor> {
-    let refs: Vec<&Tensor> = operands.iter().collect();
-    if let Some(c) = crate::amp::tensors("einsum", &refs)? {
-        return einsum(equation, &c.args);
+    if crate::amp::any_active() {
+        let refs: Vec<&Tensor> = operands.iter().collect();
+        if let Some(c) = crate::amp::tensors("einsum", &refs)? {
+            return einsum(equation, &c.args);
+        }
     }
     let eq: String = equation.chars().filter(|c| !c.is_whitespace()).collect();
     let (lhs, rhs) = match eq.split_once("->") {

@@ -25,6 +25,13 @@ pub fn native_layer_norm(x: &Tensor, ns: &[i64], w: Option<&Tensor>, b: Option<&
     if let Some(c) = crate::amp::optional("layer_norm", &[Some(x), w, b])? {
         return native_layer_norm(c.req(0)?, ns, c.opt(1), c.opt(2), eps);
     }
+    // PyTorch's mixed types: a bfloat16/float16 input with float32 parameters (what a CPU autocast
+    // region hands over) is normalized in float32 and gives the input's dtype
+    let params: Vec<&Tensor> = [w, b].into_iter().flatten().collect();
+    if matches!(x.dtype(), crate::DType::BF16 | crate::DType::F16) && !params.is_empty() && params.iter().all(|p| p.dtype() == crate::DType::F32) {
+        let (y, m, r) = native_layer_norm(&x.to_dtype(crate::DType::F32)?, ns, w, b, eps)?;
+        return Ok((y.to_dtype(x.dtype())?, m, r));
+    }
     let op = "layer_norm";
     let k = ns.len();
     let nsu: Vec<usize> = ns.iter().map(|&v| v.max(0) as usize).collect();
