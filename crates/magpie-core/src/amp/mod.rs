@@ -1,7 +1,8 @@
 //! Automatic mixed precision: `autocast` regions (PyTorch's `torch.autocast`), in which the ops
 //! of PyTorch's per-device lists run in a lower precision (GEMMs, convolutions, attention) or in
 //! float32 (reductions, norms, losses, ...), and in which the casts of float32 leaves that require
-//! grad (the weights) are cached so that a weight used twice is cast once.
+//! grad (the weights) are cached so that a weight used twice is cast once. Also the two in-place
+//! primitives of dynamic loss scaling that `magpie_optim::GradScaler` is built on.
 //!
 //! ```
 //! use magpie_core::{amp, DType, Device, Tensor};
@@ -20,10 +21,12 @@
 //! ```
 
 mod cast;
+mod grad_scale;
 mod lists;
 mod state;
 
 pub(crate) use cast::{opt_dtype, optional, tensors};
+pub use grad_scale::{non_finite_check_and_unscale_, update_scale_};
 pub use lists::{policy, Policy};
 pub use state::{
     autocast, autocast_cache_len, clear_autocast_cache, get_autocast_dtype, is_autocast_cache_enabled, is_autocast_enabled,

@@ -34,6 +34,8 @@ pub enum KFile {
     Loss,
     /// Flash attention prefill and decode (`attention.rs`).
     Attention,
+    /// Loss scaling for mixed precision (`amp.rs`).
+    Amp,
 }
 
 impl KFile {
@@ -49,6 +51,7 @@ impl KFile {
             KFile::NormBwd => "norm_bwd",
             KFile::Loss => "loss",
             KFile::Attention => "attention",
+            KFile::Amp => "amp",
         }
     }
     fn body(self) -> &'static str {
@@ -63,6 +66,7 @@ impl KFile {
             KFile::NormBwd => include_str!("kernels/norm_bwd.cu"),
             KFile::Loss => include_str!("kernels/loss.cu"),
             KFile::Attention => include_str!("kernels/attention.cu"),
+            KFile::Amp => include_str!("kernels/amp.cu"),
         }
     }
 }
