@@ -52,7 +52,8 @@ pub struct TrainArgs {
     /// Device: cpu or cuda [default: cpu].
     #[arg(long)]
     pub device: Option<String>,
-    /// Parameter dtype: float32 or float64 [default: float32].
+    /// float32 or float64 (the parameters), or bfloat16 / float16: float32 parameters with the
+    /// forward under autocast (float16 with dynamic loss scaling) [default: float32].
     #[arg(long)]
     pub dtype: Option<String>,
     /// Random seed (initialisation, dropout, batch order) [default: 1337].
