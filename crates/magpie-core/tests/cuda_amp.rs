@@ -20,7 +20,7 @@ fn unscale_matches_cpu_bit_for_bit() {
     for dt in [DType::F32, DType::F64, DType::F16, DType::BF16] {
         for &n in &[1usize, 7, 1000, 70_001] {
             for poison in [None, Some(f64::INFINITY), Some(f64::NAN), Some(f64::NEG_INFINITY)] {
-                let mut grads = vec![rand(&mut rng, &[n], DType::F64, -1000.0, 1000.0), rand(&mut rng, &[3, 5], DType::F64, -1.0, 1.0)];
+                let mut grads = [rand(&mut rng, &[n], DType::F64, -1000.0, 1000.0), rand(&mut rng, &[3, 5], DType::F64, -1.0, 1.0)];
                 if let Some(p) = poison {
                     let mut v = grads[0].to_vec::<f64>().unwrap();
                     v[n / 2] = p;
@@ -54,7 +54,7 @@ fn unscale_strided_gradient_and_flag_stays_set() {
     let g = base.t().unwrap(); // a transposed view: unscaled through a copy, written back
     let want = g.to_device(Device::Cpu).unwrap().mul_scalar(0.25).unwrap();
     let found = scalar(1.0, DType::F32, dev); // already set by an earlier gradient: stays 1
-    amp::non_finite_check_and_unscale_(&[g.clone()], &found, &scalar(0.25, DType::F32, dev)).unwrap();
+    amp::non_finite_check_and_unscale_(std::slice::from_ref(&g), &found, &scalar(0.25, DType::F32, dev)).unwrap();
     assert_eq!(g.to_device(Device::Cpu).unwrap().to_vec::<f32>().unwrap(), want.to_vec::<f32>().unwrap());
     assert_eq!(found.item().unwrap().to_f64(), 1.0);
 }

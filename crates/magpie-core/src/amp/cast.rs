@@ -29,6 +29,9 @@ fn applies<'a>(op: &str, xs: impl Iterator<Item = &'a Tensor>) -> Option<(Device
         }
         same &= *first.get_or_insert(t.dtype()) == t.dtype();
     }
+    if state::is_cpu_as_cuda() {
+        kind = DeviceKind::Cuda;
+    }
     if active_bits() & kind.bit() == 0 {
         return None;
     }
@@ -40,7 +43,12 @@ fn applies<'a>(op: &str, xs: impl Iterator<Item = &'a Tensor>) -> Option<(Device
 
 /// ATen's `is_eligible`: a floating tensor (not float64) on the autocast kind's device.
 fn eligible(t: &Tensor, kind: DeviceKind) -> bool {
-    DeviceKind::of(t.device()) == kind && t.dtype().is_float() && t.dtype() != DType::F64
+    on_kind(t, kind) && t.dtype().is_float() && t.dtype() != DType::F64
+}
+
+/// Whether `t` is on `kind`'s devices (host copies of a CUDA call count as CUDA tensors).
+fn on_kind(t: &Tensor, kind: DeviceKind) -> bool {
+    DeviceKind::of(t.device()) == kind || (kind == DeviceKind::Cuda && state::is_cpu_as_cuda())
 }
 
 fn lower(kind: DeviceKind) -> DType {
@@ -81,7 +89,7 @@ fn promote_type(op: &str, kind: DeviceKind, xs: &[Option<&Tensor>]) -> Result<DT
     let mut cur = low;
     for t in xs.iter().flatten() {
         // ATen's is_autocast_eligible (float64 included, then skipped)
-        if DeviceKind::of(t.device()) != kind || !t.dtype().is_float() {
+        if !on_kind(t, kind) || !t.dtype().is_float() {
             continue;
         }
         let next = t.dtype();
@@ -144,11 +152,14 @@ pub(crate) fn tensors(op: &'static str, xs: &[&Tensor]) -> Result<Option<Cast<Ve
     Ok(optional(op, &opts)?.map(|c| Cast { args: c.args.into_iter().flatten().collect(), _off: c._off }))
 }
 
+/// A reduction's input and `dtype` argument after autocast.
+pub(crate) type OptDtypeCast = Cast<(Tensor, Option<DType>)>;
+
 /// The hook of a reduction-like op with a `dtype` argument (softmax, sum, cumsum, ...): under
 /// `Fp32SetOptDtype` the dtype becomes float32 when not given and `x` is eligible (the input is
 /// not cast); under `Fp32` (CPU's `prod`) the input is cast instead.
 #[inline]
-pub(crate) fn opt_dtype(op: &'static str, x: &Tensor, dtype: Option<DType>) -> Result<Option<Cast<(Tensor, Option<DType>)>>> {
+pub(crate) fn opt_dtype(op: &'static str, x: &Tensor, dtype: Option<DType>) -> Result<Option<OptDtypeCast>> {
     if active_bits() == 0 {
         return Ok(None);
     }

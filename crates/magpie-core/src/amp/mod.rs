@@ -32,4 +32,4 @@ pub use state::{
     autocast, autocast_cache_len, clear_autocast_cache, get_autocast_dtype, is_autocast_cache_enabled, is_autocast_enabled,
     set_autocast_cache_enabled, AutocastGuard, DeviceKind,
 };
-pub(crate) use state::{any_active, suspend_all};
+pub(crate) use state::{any_active, cpu_as_cuda, suspend_all};

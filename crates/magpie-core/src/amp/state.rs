@@ -47,6 +47,9 @@ thread_local! {
     static DTYPES: Cell<[DType; 2]> = const { Cell::new([DType::BF16, DType::F16]) };
     static NESTING: Cell<u32> = const { Cell::new(0) };
     static CACHE_ENABLED: Cell<bool> = const { Cell::new(true) };
+    /// Set while the registry reruns a CUDA op on CPU copies (an op without a CUDA kernel): the
+    /// copies then count as CUDA tensors for autocast, so the op still follows the CUDA lists.
+    static CPU_AS_CUDA: Cell<bool> = const { Cell::new(false) };
     /// source id -> (source, cast). Holding the source keeps its id from being reused while
     /// the entry lives (ids are never reused anyway; this mirrors PyTorch's weak reference).
     static CACHE: RefCell<HashMap<(usize, DType), (Tensor, Tensor)>> = RefCell::new(HashMap::new());
@@ -201,6 +204,29 @@ impl Drop for Suspend {
     fn drop(&mut self) {
         ACTIVE.with(|a| a.set(self.prev));
     }
+}
+
+/// Whether CPU tensors stand for CUDA ones now (see [`cpu_as_cuda`]).
+#[inline]
+pub(crate) fn is_cpu_as_cuda() -> bool {
+    CPU_AS_CUDA.with(|c| c.get())
+}
+
+/// Restores the previous `cpu_as_cuda` flag when dropped.
+pub(crate) struct CpuAsCuda {
+    prev: bool,
+}
+
+impl Drop for CpuAsCuda {
+    fn drop(&mut self) {
+        CPU_AS_CUDA.with(|c| c.set(self.prev));
+    }
+}
+
+/// While the guard lives, autocast treats CPU tensors as CUDA ones: the registry's CPU fallback
+/// of a CUDA call runs under it, so CUDA autocast still applies to the op's host copies.
+pub(crate) fn cpu_as_cuda() -> CpuAsCuda {
+    CpuAsCuda { prev: CPU_AS_CUDA.with(|c| c.replace(true)) }
 }
 
 /// Autocast off for every kind while the guard lives. The backward engine runs under it: the
