@@ -184,7 +184,10 @@ pub fn run(a: TrainArgs) -> Result<()> {
         mc.n_embd,
         mc.block_size,
         fmt_params(trainer.model.num_parameters()),
-        tc.dtype,
+        match tc.autocast_dtype() {
+            Some(d) => format!("float32 parameters, {d} autocast{}", if d == magpie_core::DType::F16 { " with loss scaling" } else { "" }),
+            None => tc.dtype.clone(),
+        },
         tc.device
     );
     println!(
