@@ -185,7 +185,7 @@ pub fn run(a: TrainArgs) -> Result<()> {
         mc.block_size,
         fmt_params(trainer.model.num_parameters()),
         match tc.autocast_dtype() {
-            Some(d) => format!("float32 parameters, {d} autocast{}", if d == magpie_core::DType::F16 { " with loss scaling" } else { "" }),
+            Some(d) => format!("float32 parameters, {} autocast{}", d.name(), if d == magpie_core::DType::F16 { " with loss scaling" } else { "" }),
             None => tc.dtype.clone(),
         },
         tc.device
