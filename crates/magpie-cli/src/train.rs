@@ -52,7 +52,8 @@ pub struct TrainArgs {
     /// Device: cpu or cuda [default: cpu].
     #[arg(long)]
     pub device: Option<String>,
-    /// Parameter dtype: float32 or float64 [default: float32].
+    /// float32 or float64 (the parameters), or bfloat16 / float16: float32 parameters with the
+    /// forward under autocast (float16 with dynamic loss scaling) [default: float32].
     #[arg(long)]
     pub dtype: Option<String>,
     /// Random seed (initialisation, dropout, batch order) [default: 1337].
@@ -183,7 +184,10 @@ pub fn run(a: TrainArgs) -> Result<()> {
         mc.n_embd,
         mc.block_size,
         fmt_params(trainer.model.num_parameters()),
-        tc.dtype,
+        match tc.autocast_dtype() {
+            Some(d) => format!("float32 parameters, {} autocast{}", d.name(), if d == magpie_core::DType::F16 { " with loss scaling" } else { "" }),
+            None => tc.dtype.clone(),
+        },
         tc.device
     );
     println!(

@@ -9,6 +9,7 @@
 //! # Ok::<(), magpie_core::Error>(())
 //! ```
 
+pub mod amp;
 pub mod autograd;
 pub mod backend;
 pub mod device;

@@ -12,7 +12,7 @@ use magpie_core::{DType, Device, Error, Result, Tensor};
 use magpie_io::checkpoint::{load_dir, save_dir, CheckpointFiles};
 use magpie_nn::{ModuleExt, StateDict};
 use magpie_optim::scheduler::{LambdaLr, LrScheduler};
-use magpie_optim::{AdamConfig, AdamW, Optimizer};
+use magpie_optim::{AdamConfig, AdamW, GradScaler, GradScalerConfig, Optimizer};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -35,7 +35,8 @@ pub struct TrainConfig {
     pub eval_iters: usize,
     /// Share of the corpus (its end) held out for validation.
     pub val_fraction: f64,
-    /// "float32" or "float64".
+    /// "float32" or "float64" (the parameters' dtype), or "bfloat16" / "float16": float32
+    /// parameters with forward passes under autocast to that dtype (float16 with a `GradScaler`).
     pub dtype: String,
     /// "cpu" or "cuda[:N]".
     pub device: String,
@@ -89,12 +90,21 @@ impl TrainConfig {
         self.device()?;
         Ok(())
     }
-    /// The parameter dtype.
+    /// The parameter dtype (float32 under autocast).
     pub fn dtype(&self) -> Result<DType> {
         match self.dtype.as_str() {
             "float32" | "f32" => Ok(DType::F32),
             "float64" | "f64" => Ok(DType::F64),
-            d => Err(Error::value("TrainConfig", format!("dtype {d:?} is not supported for training (float32 or float64)"))),
+            "bfloat16" | "bf16" | "float16" | "f16" | "half" => Ok(DType::F32),
+            d => Err(Error::value("TrainConfig", format!("dtype {d:?} is not supported for training (float32, float64, bfloat16 or float16)"))),
+        }
+    }
+    /// The autocast dtype of the forward passes: bfloat16 or float16 for those `dtype`s, else None.
+    pub fn autocast_dtype(&self) -> Option<DType> {
+        match self.dtype.as_str() {
+            "bfloat16" | "bf16" => Some(DType::BF16),
+            "float16" | "f16" | "half" => Some(DType::F16),
+            _ => None,
         }
     }
     /// The device, checked to be usable.
@@ -135,6 +145,8 @@ pub struct Trainer {
     /// Checksum and length of the token stream trained on, so a resume can check the corpus.
     pub corpus_id: (u64, usize),
     device: Device,
+    /// Dynamic loss scaling for float16 autocast (a resumed run starts from the initial scale).
+    scaler: Option<GradScaler>,
 }
 
 /// The scheduler fields a checkpoint keeps (PyTorch's `LRScheduler.state_dict()` for LambdaLR).
@@ -195,7 +207,11 @@ impl Trainer {
         let (opt, sched) = make_optimizer(&model, &config)?;
         // the data order has its own stream, derived from the seed
         let data_rng = Generator::new(config.seed ^ 0x0da7_a0da_7a0d_a7a0);
-        Ok(Trainer { model, opt, sched, data_rng, step: 0, config, tokenizer, corpus_id, device })
+        let scaler = match config.autocast_dtype() {
+            Some(DType::F16) => Some(GradScaler::new(device, GradScalerConfig::default())?),
+            _ => None,
+        };
+        Ok(Trainer { model, opt, sched, data_rng, step: 0, config, tokenizer, corpus_id, device, scaler })
     }
 
     /// The current learning rate (of the first group).
@@ -209,16 +225,39 @@ impl Trainer {
         let (b, t) = (self.config.batch_size, self.model.config.block_size);
         let (x, y) = data.batch(&mut self.data_rng, Split::Train, b, t)?;
         let (x, y) = (x.to_device(self.device)?, y.to_device(self.device)?);
-        let loss = self.model.loss(&x, &y)?;
+        let loss = {
+            let _ac = self.autocast()?;
+            self.model.loss(&x, &y)?
+        };
         self.opt.zero_grad();
-        loss.backward()?;
-        if self.config.grad_clip > 0.0 {
-            magpie_nn::utils::clip_grad_norm_(&self.opt.params(), self.config.grad_clip, 2.0, false)?;
+        let clip = self.config.grad_clip;
+        match &mut self.scaler {
+            Some(s) => {
+                s.scale(&loss)?.backward()?;
+                if clip > 0.0 {
+                    // clip the true gradients, not the scaled ones
+                    s.unscale_(&mut self.opt)?;
+                    magpie_nn::utils::clip_grad_norm_(&self.opt.params(), clip, 2.0, false)?;
+                }
+                s.step(&mut self.opt)?;
+                s.update(None)?;
+            }
+            None => {
+                loss.backward()?;
+                if clip > 0.0 {
+                    magpie_nn::utils::clip_grad_norm_(&self.opt.params(), clip, 2.0, false)?;
+                }
+                self.opt.step()?;
+            }
         }
-        self.opt.step()?;
         self.sched.step(&mut self.opt)?;
         self.step += 1;
         loss.to_dtype(DType::F32)?.item().map(|s| s.to_f64() as f32)
+    }
+
+    /// The autocast region of a forward pass (None without mixed precision).
+    fn autocast(&self) -> Result<Option<magpie_core::amp::AutocastGuard>> {
+        self.config.autocast_dtype().map(|d| magpie_core::amp::autocast(self.device, Some(d), true)).transpose()
     }
 
     /// The mean loss over `config.eval_iters` batches of `split`, in eval mode without gradients.
@@ -232,8 +271,11 @@ impl Trainer {
         let mut sum = 0.0;
         for _ in 0..self.config.eval_iters {
             let (x, y) = data.batch(&mut gen, split, b, t)?;
-            let l = self.model.loss(&x.to_device(self.device)?, &y.to_device(self.device)?)?;
-            sum += l.item()?.to_f64();
+            let l = {
+                let _ac = self.autocast()?;
+                self.model.loss(&x.to_device(self.device)?, &y.to_device(self.device)?)?
+            };
+            sum += l.to_dtype(DType::F64)?.item()?.to_f64();
         }
         self.model.train(true);
         Ok(sum / self.config.eval_iters as f64)

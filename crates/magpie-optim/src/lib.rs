@@ -1,4 +1,5 @@
-//! Optimizers and learning-rate schedulers with PyTorch's names, defaults and arithmetic.
+//! Optimizers, learning-rate schedulers and the mixed-precision `GradScaler`, with PyTorch's
+//! names, defaults and arithmetic.
 //!
 //! ```
 //! use magpie_core::Tensor;
@@ -13,8 +14,10 @@
 //! ```
 
 mod core;
+mod grad_scaler;
 mod optimizers;
 pub mod scheduler;
 
 pub use crate::core::{host_round_trips, Buf, Hyper, Optimizer, OptimizerState, ParamGroup, ParamState};
+pub use grad_scaler::{GradScaler, GradScalerConfig, GradScalerState};
 pub use optimizers::*;

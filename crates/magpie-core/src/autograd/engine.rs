@@ -152,6 +152,8 @@ fn run(
     if outputs.is_empty() {
         return Err(Error::autograd(op, "no outputs to differentiate"));
     }
+    // backward rules run in the forward's dtypes, never autocast again
+    let _no_autocast = crate::amp::suspend_all();
     if !grad_outputs.is_empty() && grad_outputs.len() != outputs.len() {
         return Err(Error::autograd(op, format!("got {} tensors and {} gradients", outputs.len(), grad_outputs.len())));
     }

@@ -267,6 +267,9 @@ impl Tensor {
     }
     /// `F.softplus(x, beta, threshold)`: `log(1 + exp(beta x)) / beta`, linear where `beta x > threshold`.
     pub fn softplus(&self, beta: f64, threshold: f64) -> Result<Tensor> {
+        if let Some(c) = crate::amp::tensors("softplus", &[self])? {
+            return c.args[0].softplus(beta, threshold);
+        }
         let out = if f32_cpu(self) {
             act::forward_f32(self, |x, o| f32k::softplus_fwd(x, o, beta as f32, threshold as f32))?
         } else {
@@ -414,6 +417,9 @@ impl Tensor {
     /// `F.prelu(x, weight)`: `x` where positive, else `weight * x`; `weight` has one element or
     /// one per channel (dim 1).
     pub fn prelu(&self, weight: &Tensor) -> Result<Tensor> {
+        if let Some(c) = crate::amp::tensors("prelu", &[self, weight])? {
+            return c.args[0].prelu(&c.args[1]);
+        }
         if weight.ndim() > 1 {
             return Err(Error::shape("prelu", format!("prelu: Expected `weight` to be a scalar or 1D tensor, but got: ndim = {}", weight.ndim())));
         }

@@ -252,6 +252,9 @@ impl Tensor {
     }
     /// `torch.index_copy(x, dim, index, source)`.
     pub fn index_copy(&self, dim: i64, idx: &Tensor, src: &Tensor) -> Result<Tensor> {
+        if let Some(c) = crate::amp::tensors("index_copy", &[self, idx, src])? {
+            return c.args[0].index_copy(dim, &c.args[1], &c.args[2]);
+        }
         check_same_dtype("index_copy", self, src)?;
         self.index_dim_put("index_copy", dim, idx, src, false, true)
     }
@@ -378,6 +381,9 @@ impl Tensor {
     }
     /// `torch.scatter_add(x, dim, index, src)`; its gradient for `src` is `gather`.
     pub fn scatter_add(&self, dim: i64, idx: &Tensor, src: &Tensor) -> Result<Tensor> {
+        if let Some(c) = crate::amp::tensors("scatter_add", &[self, idx, src])? {
+            return c.args[0].scatter_add(dim, &c.args[1], &c.args[2]);
+        }
         if self.ndim() == 0 || idx.ndim() == 0 {
             let s1 = as_1d(src)?;
             return as_1d(self)?.scatter_add(0, &as_1d(idx)?, &s1)?.reshape(&shape_i64(self.shape()));

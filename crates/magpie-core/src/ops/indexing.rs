@@ -374,6 +374,15 @@ fn index_put_front(x: &Tensor, idx: &[Option<Tensor>], values: &Tensor, accumula
 /// `torch.index_put(x, indices, values, accumulate)`: a copy of `x` with `values` written
 /// (or added, with `accumulate`) at the advanced-indexed positions.
 pub fn index_put(x: &Tensor, indices: &[Option<Tensor>], values: &Tensor, accumulate: bool) -> Result<Tensor> {
+    if crate::amp::any_active() {
+        let mut all: Vec<Option<&Tensor>> = vec![Some(x)];
+        all.extend(indices.iter().map(|i| i.as_ref()));
+        all.push(Some(values));
+        if let Some(c) = crate::amp::optional("index_put", &all)? {
+            let n = indices.len();
+            return index_put(c.req(0)?, &c.args[1..=n], c.req(n + 1)?, accumulate);
+        }
+    }
     if values.dtype() != x.dtype() {
         return Err(Error::dtype(
             "index_put",

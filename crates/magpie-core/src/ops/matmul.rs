@@ -104,6 +104,9 @@ impl Tensor {
     /// `torch.matmul(a, b)` (`a @ b`): dot, matrix-vector, matrix-matrix or batched products
     /// with broadcast batch dims, by the operands' dims as in PyTorch.
     pub fn matmul(&self, other: &Tensor) -> Result<Tensor> {
+        if let Some(c) = crate::amp::tensors("matmul", &[self, other])? {
+            return c.args[0].matmul(&c.args[1]);
+        }
         let (a, b) = (self, other);
         let (da, db) = (a.ndim(), b.ndim());
         if da == 0 || db == 0 {
@@ -153,6 +156,9 @@ impl Tensor {
     }
     /// `torch.mm(a, b)`: 2-d by 2-d.
     pub fn mm(&self, other: &Tensor) -> Result<Tensor> {
+        if let Some(c) = crate::amp::tensors("mm", &[self, other])? {
+            return c.args[0].mm(&c.args[1]);
+        }
         if self.ndim() != 2 || other.ndim() != 2 {
             let bad = if self.ndim() != 2 { self } else { other };
             let which = if self.ndim() != 2 { "self" } else { "mat2" };
@@ -169,6 +175,9 @@ impl Tensor {
     }
     /// `torch.bmm(a, b)`: 3-d by 3-d with equal batch sizes.
     pub fn bmm(&self, other: &Tensor) -> Result<Tensor> {
+        if let Some(c) = crate::amp::tensors("bmm", &[self, other])? {
+            return c.args[0].bmm(&c.args[1]);
+        }
         if self.ndim() != 3 || other.ndim() != 3 {
             let bad = if self.ndim() != 3 { self } else { other };
             return Err(Error::shape("bmm", format!("batch1 must be a 3D tensor, got {}-D tensor", bad.ndim())));
@@ -185,6 +194,9 @@ impl Tensor {
     }
     /// `torch.mv(mat, vec)`.
     pub fn mv(&self, vec: &Tensor) -> Result<Tensor> {
+        if let Some(c) = crate::amp::tensors("mv", &[self, vec])? {
+            return c.args[0].mv(&c.args[1]);
+        }
         if self.ndim() != 2 || vec.ndim() != 1 {
             return Err(Error::shape(
                 "mv",
@@ -202,11 +214,17 @@ impl Tensor {
     }
     /// `torch.dot(a, b)`: 1-d tensors of equal size and dtype, a 0-d result.
     pub fn dot(&self, other: &Tensor) -> Result<Tensor> {
+        if let Some(c) = crate::amp::tensors("dot", &[self, other])? {
+            return c.args[0].dot(&c.args[1]);
+        }
         dot_checks("dot", self, other)?;
         mm_prim(&self.unsqueeze(0)?, &other.unsqueeze(1)?)?.reshape(&[])
     }
     /// `torch.vdot(a, b)`: `dot` with the first argument conjugated (the same for real tensors).
     pub fn vdot(&self, other: &Tensor) -> Result<Tensor> {
+        if let Some(c) = crate::amp::tensors("vdot", &[self, other])? {
+            return c.args[0].vdot(&c.args[1]);
+        }
         dot_checks("vdot", self, other)?;
         if self.dtype().is_complex() {
             return Err(Error::unsupported("vdot", "complex inputs"));
@@ -238,21 +256,33 @@ impl Tensor {
     }
     /// `torch.addmm(input, mat1, mat2, beta=, alpha=)`: `beta * input + alpha * (mat1 @ mat2)`.
     pub fn addmm(&self, mat1: &Tensor, mat2: &Tensor, beta: Scalar, alpha: Scalar) -> Result<Tensor> {
+        if let Some(c) = crate::amp::tensors("addmm", &[self, mat1, mat2])? {
+            return c.args[0].addmm(&c.args[1], &c.args[2], beta, alpha);
+        }
         let p = mat1.mm(mat2)?;
         add_scaled("addmm", self, &p, beta, alpha)
     }
     /// `torch.addmv(input, mat, vec, beta=, alpha=)`.
     pub fn addmv(&self, mat: &Tensor, vec: &Tensor, beta: Scalar, alpha: Scalar) -> Result<Tensor> {
+        if let Some(c) = crate::amp::tensors("addmv", &[self, mat, vec])? {
+            return c.args[0].addmv(&c.args[1], &c.args[2], beta, alpha);
+        }
         let p = mat.mv(vec)?;
         add_scaled("addmv", self, &p, beta, alpha)
     }
     /// `torch.baddbmm(input, batch1, batch2, beta=, alpha=)`.
     pub fn baddbmm(&self, b1: &Tensor, b2: &Tensor, beta: Scalar, alpha: Scalar) -> Result<Tensor> {
+        if let Some(c) = crate::amp::tensors("baddbmm", &[self, b1, b2])? {
+            return c.args[0].baddbmm(&c.args[1], &c.args[2], beta, alpha);
+        }
         let p = b1.bmm(b2)?;
         add_scaled("baddbmm", self, &p, beta, alpha)
     }
     /// `torch.addbmm(input, batch1, batch2, beta=, alpha=)`: the batch products are summed.
     pub fn addbmm(&self, b1: &Tensor, b2: &Tensor, beta: Scalar, alpha: Scalar) -> Result<Tensor> {
+        if let Some(c) = crate::amp::tensors("addbmm", &[self, b1, b2])? {
+            return c.args[0].addbmm(&c.args[1], &c.args[2], beta, alpha);
+        }
         if b1.ndim() != 3 || b2.ndim() != 3 {
             return Err(Error::shape("addbmm", format!("batch1 must be a 3D tensor, got {}-D and {}-D", b1.ndim(), b2.ndim())));
         }
@@ -273,11 +303,17 @@ impl Tensor {
     }
     /// `torch.addr(input, vec1, vec2, beta=, alpha=)`: `beta * input + alpha * outer(vec1, vec2)`.
     pub fn addr(&self, v1: &Tensor, v2: &Tensor, beta: Scalar, alpha: Scalar) -> Result<Tensor> {
+        if let Some(c) = crate::amp::tensors("addr", &[self, v1, v2])? {
+            return c.args[0].addr(&c.args[1], &c.args[2], beta, alpha);
+        }
         let p = v1.outer(v2)?;
         add_scaled("addr", self, &p, beta, alpha)
     }
     /// `torch.trace(x)`: the sum of the main diagonal of a matrix (integers sum as int64).
     pub fn trace(&self) -> Result<Tensor> {
+        if let Some(c) = crate::amp::tensors("trace", &[self])? {
+            return c.args[0].trace();
+        }
         if self.ndim() != 2 {
             return Err(Error::shape("trace", format!("trace: expected a matrix, but got tensor with dim {}", self.ndim())));
         }
@@ -331,6 +367,11 @@ fn dot_checks(op: &str, a: &Tensor, b: &Tensor) -> Result<()> {
 /// The cross product as a contraction with the Levi-Civita tensor: `out_i = Σ ε_ijk a_j b_k`,
 /// so it works for every dtype the matmul kernel takes and differentiates through `mul`/`mm`.
 pub(crate) fn cross_impl(op: &str, a: &Tensor, b: &Tensor, dim: Option<i64>) -> Result<Tensor> {
+    // torch.cross is autocast's `cross`; linalg.cross is in no list
+    let name = if op == "cross" { "cross" } else { "linalg_cross" };
+    if let Some(c) = crate::amp::tensors(name, &[a, b])? {
+        return cross_impl(op, &c.args[0], &c.args[1], dim);
+    }
     if op == "linalg.cross" && a.ndim() != b.ndim() {
         return Err(Error::shape(
             op,
@@ -389,6 +430,9 @@ fn size_at(t: &Tensor, s: isize) -> usize {
 
 /// `torch.tensordot(a, b, dims=(dims_a, dims_b))`: contracts `dims_a` of `a` with `dims_b` of `b`.
 pub fn tensordot(a: &Tensor, b: &Tensor, dims_a: &[i64], dims_b: &[i64]) -> Result<Tensor> {
+    if let Some(c) = crate::amp::tensors("tensordot", &[a, b])? {
+        return tensordot(&c.args[0], &c.args[1], dims_a, dims_b);
+    }
     let op = "tensordot";
     if dims_a.len() != dims_b.len() {
         return Err(Error::shape(op, "both dimension lists should have same length"));
@@ -431,6 +475,12 @@ pub fn tensordot(a: &Tensor, b: &Tensor, dims_a: &[i64], dims_b: &[i64]) -> Resu
 
 /// `torch.linalg.multi_dot(tensors)`: a chain of products; the first and last may be vectors.
 pub fn multi_dot(ts: &[Tensor]) -> Result<Tensor> {
+    if crate::amp::any_active() {
+        let refs: Vec<&Tensor> = ts.iter().collect();
+        if let Some(c) = crate::amp::tensors("linalg_multi_dot", &refs)? {
+            return multi_dot(&c.args);
+        }
+    }
     let op = "linalg.multi_dot";
     if ts.len() < 2 {
         return Err(Error::value(op, format!("multi_dot(): expected at least 2 tensors but got {}", ts.len())));
@@ -477,6 +527,9 @@ pub fn multi_dot(ts: &[Tensor]) -> Result<Tensor> {
 
 /// `torch.linalg.vecdot(x, y, dim=-1)`: `Σ x * y` over `dim` with broadcasting.
 pub fn vecdot(x: &Tensor, y: &Tensor, dim: i64) -> Result<Tensor> {
+    if let Some(c) = crate::amp::tensors("linalg_vecdot", &[x, y])? {
+        return vecdot(&c.args[0], &c.args[1], dim);
+    }
     if x.dtype() != y.dtype() {
         return Err(Error::dtype(
             "linalg.vecdot",

@@ -207,12 +207,18 @@ fn cum_extreme(op: &str, x: &Tensor, dim: i64, max: bool) -> Result<(Tensor, Ten
 impl Tensor {
     /// `torch.cumsum(x, dim, dtype=)`: inclusive prefix sums (integers accumulate as int64).
     pub fn cumsum(&self, dim: i64, dtype: Option<DType>) -> Result<Tensor> {
+        if let Some(c) = crate::amp::opt_dtype("cumsum", self, dtype)? {
+            return c.args.0.cumsum(dim, c.args.1);
+        }
         let d = one_dim("cumsum", self, dim)?;
         let x = self.to_dtype(scan_dtype(self, dtype))?;
         cumsum_dir(&x, d, false)
     }
     /// `torch.cumprod(x, dim, dtype=)`: inclusive prefix products.
     pub fn cumprod(&self, dim: i64, dtype: Option<DType>) -> Result<Tensor> {
+        if let Some(c) = crate::amp::opt_dtype("cumprod", self, dtype)? {
+            return c.args.0.cumprod(dim, c.args.1);
+        }
         let d = one_dim("cumprod", self, dim)?;
         let x = self.to_dtype(scan_dtype(self, dtype))?;
         cumprod_impl(&x, d)

@@ -260,10 +260,16 @@ impl Tensor {
     /// `torch.softmax(x, dim, dtype=)`: `exp(x - max) / sum(exp(x - max))` along `dim`
     /// (`dtype` converts the input first, as PyTorch).
     pub fn softmax(&self, dim: i64, dtype: Option<DType>) -> Result<Tensor> {
+        if let Some(c) = crate::amp::opt_dtype("softmax", self, dtype)? {
+            return c.args.0.softmax(dim, c.args.1);
+        }
         run("softmax", self, dim, dtype, Kind::Softmax)
     }
     /// `torch.log_softmax(x, dim, dtype=)`: `x - max - log(sum(exp(x - max)))`.
     pub fn log_softmax(&self, dim: i64, dtype: Option<DType>) -> Result<Tensor> {
+        if let Some(c) = crate::amp::opt_dtype("log_softmax", self, dtype)? {
+            return c.args.0.log_softmax(dim, c.args.1);
+        }
         run("log_softmax", self, dim, dtype, Kind::LogSoftmax)
     }
     /// `nn.functional.softmin(x, dim, dtype=)`: `softmax(-x)`.

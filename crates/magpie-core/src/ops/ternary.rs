@@ -240,6 +240,9 @@ fn check_value(op: &str, dt: DType, value: Scalar) -> Result<()> {
 
 /// `torch.addcmul(input, t1, t2, value=v)`: `input + v * t1 * t2`.
 pub fn addcmul_op(x: &Tensor, t1: &Tensor, t2: &Tensor, value: Scalar) -> Result<Tensor> {
+    if let Some(c) = crate::amp::tensors("addcmul", &[x, t1, t2])? {
+        return addcmul_op(&c.args[0], &c.args[1], &c.args[2], value);
+    }
     let dt = result_type(&[x.promo(), t1.promo(), t2.promo()])?;
     check_value("addcmul", dt, value)?;
     let p = if value == Scalar::Int(1) { t1.clone() } else { t1.mul_scalar(value)? };
@@ -248,6 +251,9 @@ pub fn addcmul_op(x: &Tensor, t1: &Tensor, t2: &Tensor, value: Scalar) -> Result
 
 /// `torch.addcdiv(input, t1, t2, value=v)`: `input + v * t1 / t2` (integer inputs are rejected).
 pub fn addcdiv_op(x: &Tensor, t1: &Tensor, t2: &Tensor, value: Scalar) -> Result<Tensor> {
+    if let Some(c) = crate::amp::tensors("addcdiv", &[x, t1, t2])? {
+        return addcdiv_op(&c.args[0], &c.args[1], &c.args[2], value);
+    }
     if t1.dtype().is_integral() && t2.dtype().is_integral() {
         return Err(Error::dtype(
             "addcdiv",

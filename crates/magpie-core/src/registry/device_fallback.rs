@@ -118,7 +118,11 @@ pub(super) fn call_on_cuda(f: OpFn, name: &str, dev: Device, args: Vec<Value>, k
     let ckw: Vec<(String, Value)> = kwargs.iter().map(|(k, v)| Ok((k.clone(), mv.value(v)?))).collect::<Result<_>>()?;
     // a `device=` argument naming the GPU would put new tensors there: the CPU run makes them on the CPU
     let ckw: Vec<(String, Value)> = ckw.into_iter().map(|(k, v)| if k == "device" { (k, Value::Device(Device::Cpu)) } else { (k, v) }).collect();
-    let out = run(f, name, cargs.clone(), ckw.clone())?;
+    let out = {
+        // CUDA autocast applies to the op's host copies as it would on the GPU
+        let _ac = crate::amp::cpu_as_cuda();
+        run(f, name, cargs.clone(), ckw.clone())?
+    };
     // `out=`: the CPU run wrote the host copy of `out`; write it into the CUDA `out` too
     let find_out = |kw: &[(String, Value)]| kw.iter().find(|(k, _)| k == "out").map(|(_, v)| v.clone());
     if let (Some(Value::Tensor(orig)), Some(Value::Tensor(cout)), Value::Tensor(res)) = (find_out(&kwargs), find_out(&ckw), &out) {

@@ -36,6 +36,8 @@ pub enum KFile {
     Attention,
     /// Flash attention backward (`attention_bwd.rs`).
     AttentionBwd,
+    /// Loss scaling for mixed precision (`amp.rs`).
+    Amp,
 }
 
 impl KFile {
@@ -52,6 +54,7 @@ impl KFile {
             KFile::Loss => "loss",
             KFile::Attention => "attention",
             KFile::AttentionBwd => "attention_bwd",
+            KFile::Amp => "amp",
         }
     }
     fn body(self) -> &'static str {
@@ -67,6 +70,7 @@ impl KFile {
             KFile::Loss => include_str!("kernels/loss.cu"),
             KFile::Attention => concat!(include_str!("kernels/attention_common.cuh"), include_str!("kernels/attention.cu")),
             KFile::AttentionBwd => concat!(include_str!("kernels/attention_common.cuh"), include_str!("kernels/attention_bwd.cu")),
+            KFile::Amp => include_str!("kernels/amp.cu"),
         }
     }
 }

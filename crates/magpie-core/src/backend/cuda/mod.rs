@@ -5,6 +5,7 @@
 //!
 //! Without the feature, a stub keeps the same API with an uninhabited [`CudaStorage`].
 
+pub mod amp;
 #[cfg(feature = "cuda")]
 pub mod alloc;
 #[cfg(feature = "cuda")]

@@ -124,6 +124,21 @@ fn to_tensor(o: &Operand, dtype: DType, device: crate::Device) -> Result<Tensor>
 
 /// Runs a binary spec on two operands (tensors or scalars), with autograd.
 pub fn binary(spec: &'static BinarySpec, a: Operand, b: Operand) -> Result<Tensor> {
+    if crate::amp::any_active() {
+        let ts: Vec<&Tensor> = [&a, &b].into_iter().filter_map(|o| if let Operand::Tensor(t) = o { Some(*t) } else { None }).collect();
+        if let Some(c) = crate::amp::tensors(spec.name, &ts)? {
+            let mut cast = c.args.iter();
+            let a2 = match &a {
+                Operand::Tensor(_) => cast.next().map_or(a.clone(), Operand::Tensor),
+                _ => a.clone(),
+            };
+            let b2 = match &b {
+                Operand::Tensor(_) => cast.next().map_or(b.clone(), Operand::Tensor),
+                _ => b.clone(),
+            };
+            return binary(spec, a2, b2);
+        }
+    }
     let (out_dt, compute) = dtypes(spec, &a, &b)?;
     let device = match (&a, &b) {
         (Operand::Tensor(x), Operand::Tensor(y)) => super::common_device(spec.name, &[x, y])?,

@@ -12,6 +12,9 @@ use crate::{Error, Result};
 
 /// `torch.linalg.vector_norm(x, ord=2, dim=None, keepdim=False, dtype=None)`.
 pub fn vector_norm(x: &Tensor, ord: f64, dims: Option<&[i64]>, keepdim: bool, dtype: Option<DType>) -> Result<Tensor> {
+    if let Some(c) = crate::amp::opt_dtype("linalg_vector_norm", x, dtype)? {
+        return vector_norm(&c.args.0, ord, dims, keepdim, c.args.1);
+    }
     let op = "linalg.vector_norm";
     check_float(op, x)?;
     let x = match dtype {

@@ -47,6 +47,12 @@ fn letters(term: &str) -> usize {
 
 /// `torch.einsum(equation, operands)`.
 pub fn einsum(equation: &str, operands: &[Tensor]) -> Result<Tensor> {
+    if crate::amp::any_active() {
+        let refs: Vec<&Tensor> = operands.iter().collect();
+        if let Some(c) = crate::amp::tensors("einsum", &refs)? {
+            return einsum(equation, &c.args);
+        }
+    }
     let eq: String = equation.chars().filter(|c| !c.is_whitespace()).collect();
     let (lhs, rhs) = match eq.split_once("->") {
         Some((l, r)) => (l.to_string(), Some(r.to_string())),

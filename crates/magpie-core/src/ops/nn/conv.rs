@@ -358,6 +358,11 @@ fn add_bias(y: Tensor, bias: Option<&Tensor>, cout: usize, nd: usize) -> Result<
 /// `conv{1,2,3}d(input, weight, bias, stride, padding, dilation, groups)`.
 #[allow(clippy::too_many_arguments)]
 pub fn conv(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, nd: usize, stride: &[i64], padding: &Padding, dilation: &[i64], groups: i64) -> Result<Tensor> {
+    if (1..=3).contains(&nd) {
+        if let Some(c) = crate::amp::optional(["conv1d", "conv2d", "conv3d"][nd - 1], &[Some(x), Some(w), bias])? {
+            return conv(c.req(0)?, c.req(1)?, c.opt(2), nd, stride, padding, dilation, groups);
+        }
+    }
     let op = ["conv1d", "conv2d", "conv3d"][nd - 1];
     check_common(op, x, w, bias, nd)?;
     let (xb, was) = batched(op, x, nd)?;
@@ -441,6 +446,12 @@ pub fn conv(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, nd: usize, stride: &[
 /// `conv_transpose{1,2,3}d(input, weight, bias, stride, padding, output_padding, groups, dilation)`.
 #[allow(clippy::too_many_arguments)]
 pub fn conv_transpose(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, nd: usize, stride: &[i64], padding: &[i64], output_padding: &[i64], groups: i64, dilation: &[i64]) -> Result<Tensor> {
+    if (1..=3).contains(&nd) {
+        let name = ["conv_transpose1d", "conv_transpose2d", "conv_transpose3d"][nd - 1];
+        if let Some(c) = crate::amp::optional(name, &[Some(x), Some(w), bias])? {
+            return conv_transpose(c.req(0)?, c.req(1)?, c.opt(2), nd, stride, padding, output_padding, groups, dilation);
+        }
+    }
     let op = ["conv_transpose1d", "conv_transpose2d", "conv_transpose3d"][nd - 1];
     check_common(op, x, w, bias, nd)?;
     let (xb, was) = batched(op, x, nd)?;
@@ -509,6 +520,9 @@ pub fn conv_transpose(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, nd: usize, 
 
 /// `F.linear(input, weight, bias)`: `input @ weight.T + bias`, one GEMM over the flattened rows.
 pub fn linear(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+    if let Some(c) = crate::amp::optional("linear", &[Some(x), Some(w), bias])? {
+        return linear(c.req(0)?, c.req(1)?, c.opt(2));
+    }
     let op = "linear";
     if w.ndim() > 2 || w.ndim() == 0 {
         return Err(Error::shape(op, format!("weight must be 1-D or 2-D, got {:?}", w.shape())));
@@ -545,6 +559,9 @@ pub fn linear(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
 
 /// `F.bilinear(input1, input2, weight, bias)`: `y[.., o] = x1 W[o] x2 + b[o]`.
 pub fn bilinear(x1: &Tensor, x2: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+    if let Some(c) = crate::amp::optional("bilinear", &[Some(x1), Some(x2), Some(w), bias])? {
+        return bilinear(c.req(0)?, c.req(1)?, c.req(2)?, c.opt(3));
+    }
     let op = "bilinear";
     if w.ndim() != 3 {
         return Err(Error::shape(op, format!("bilinear(): weight must be 3-dimensional, got {:?}", w.shape())));

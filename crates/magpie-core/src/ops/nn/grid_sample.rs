@@ -21,6 +21,9 @@ fn unnormalize(g: &Tensor, size: usize, align: bool, border: bool) -> Result<Ten
 
 /// `grid_sample(input, grid, mode, padding_mode, align_corners)` for 4-d inputs.
 pub fn grid_sample(x: &Tensor, grid: &Tensor, mode: &str, padding_mode: &str, align_corners: bool) -> Result<Tensor> {
+    if let Some(c) = crate::amp::tensors("grid_sampler", &[x, grid])? {
+        return grid_sample(&c.args[0], &c.args[1], mode, padding_mode, align_corners);
+    }
     let op = "grid_sample";
     if x.ndim() != 4 || grid.ndim() != 4 || grid.shape()[3] != 2 || grid.shape()[0] != x.shape()[0] {
         return Err(Error::unsupported(op, format!("input {:?} with grid {:?} (only 4-d input with an [N, H, W, 2] grid)", x.shape(), grid.shape())));

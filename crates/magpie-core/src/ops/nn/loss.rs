@@ -48,6 +48,9 @@ fn same_shape(op: &str, a: &Tensor, b: &Tensor) -> Result<()> {
 
 /// `mse_loss(input, target, reduction)`.
 pub fn mse_loss(x: &Tensor, y: &Tensor, r: Reduction) -> Result<Tensor> {
+    if let Some(c) = crate::amp::tensors("mse_loss", &[x, y])? {
+        return mse_loss(&c.args[0], &c.args[1], r);
+    }
     same_shape("mse_loss", x, y)?;
     let d = x.sub(y)?;
     r.apply(d.mul(&d)?)
@@ -55,12 +58,18 @@ pub fn mse_loss(x: &Tensor, y: &Tensor, r: Reduction) -> Result<Tensor> {
 
 /// `l1_loss(input, target, reduction)`.
 pub fn l1_loss(x: &Tensor, y: &Tensor, r: Reduction) -> Result<Tensor> {
+    if let Some(c) = crate::amp::tensors("l1_loss", &[x, y])? {
+        return l1_loss(&c.args[0], &c.args[1], r);
+    }
     same_shape("l1_loss", x, y)?;
     r.apply(x.sub(y)?.nn_abs()?)
 }
 
 /// `smooth_l1_loss(input, target, reduction, beta)`.
 pub fn smooth_l1_loss(x: &Tensor, y: &Tensor, r: Reduction, beta: f64) -> Result<Tensor> {
+    if let Some(c) = crate::amp::tensors("smooth_l1_loss", &[x, y])? {
+        return smooth_l1_loss(&c.args[0], &c.args[1], r, beta);
+    }
     if beta < 0.0 {
         return Err(Error::value("smooth_l1_loss", "smooth_l1_loss does not support negative values for beta."));
     }
@@ -76,6 +85,9 @@ pub fn smooth_l1_loss(x: &Tensor, y: &Tensor, r: Reduction, beta: f64) -> Result
 
 /// `huber_loss(input, target, reduction, delta)`.
 pub fn huber_loss(x: &Tensor, y: &Tensor, r: Reduction, delta: f64) -> Result<Tensor> {
+    if let Some(c) = crate::amp::tensors("huber_loss", &[x, y])? {
+        return huber_loss(&c.args[0], &c.args[1], r, delta);
+    }
     if delta <= 0.0 {
         return Err(Error::value("huber_loss", "huber_loss does not support non-positive values for delta."));
     }
@@ -88,6 +100,9 @@ pub fn huber_loss(x: &Tensor, y: &Tensor, r: Reduction, delta: f64) -> Result<Te
 
 /// `binary_cross_entropy(input, target, weight, reduction)`; log terms clamped at -100 like PyTorch.
 pub fn binary_cross_entropy(x: &Tensor, y: &Tensor, w: Option<&Tensor>, r: Reduction) -> Result<Tensor> {
+    if let Some(c) = crate::amp::optional("binary_cross_entropy", &[Some(x), Some(y), w])? {
+        return binary_cross_entropy(c.req(0)?, c.req(1)?, c.opt(2), r);
+    }
     let op = "binary_cross_entropy";
     if x.shape() != y.shape() {
         return Err(Error::value(op, format!("Using a target size ({:?}) that is different to the input size ({:?}) is deprecated. Please ensure they have the same size.", y.shape(), x.shape())));
@@ -108,6 +123,9 @@ pub fn binary_cross_entropy(x: &Tensor, y: &Tensor, w: Option<&Tensor>, r: Reduc
 
 /// `binary_cross_entropy_with_logits(input, target, weight, reduction, pos_weight)`.
 pub fn binary_cross_entropy_with_logits(x: &Tensor, y: &Tensor, w: Option<&Tensor>, pos_weight: Option<&Tensor>, r: Reduction) -> Result<Tensor> {
+    if let Some(c) = crate::amp::optional("binary_cross_entropy_with_logits", &[Some(x), Some(y), w, pos_weight])? {
+        return binary_cross_entropy_with_logits(c.req(0)?, c.req(1)?, c.opt(2), c.opt(3), r);
+    }
     let op = "binary_cross_entropy_with_logits";
     if x.shape() != y.shape() {
         return Err(Error::value(op, format!("Target size ({:?}) must be the same as input size ({:?})", y.shape(), x.shape())));
@@ -143,6 +161,9 @@ fn per_class(w: &Tensor, x: &Tensor) -> Result<Tensor> {
 
 /// `nll_loss(input, target, weight, ignore_index, reduction)` for `[N, C, d...]` or `[C]` input.
 pub fn nll_loss(x: &Tensor, t: &Tensor, w: Option<&Tensor>, ignore_index: i64, r: Reduction) -> Result<Tensor> {
+    if let Some(c) = crate::amp::optional("nll_loss", &[Some(x), Some(t), w])? {
+        return nll_loss(c.req(0)?, c.req(1)?, c.opt(2), ignore_index, r);
+    }
     let op = "nll_loss";
     if x.ndim() == 0 {
         return Err(Error::shape(op, "input tensor should be 1D or more"));
@@ -195,6 +216,9 @@ pub fn nll_loss(x: &Tensor, t: &Tensor, w: Option<&Tensor>, ignore_index: i64, r
 /// `cross_entropy(input, target, weight, ignore_index, reduction, label_smoothing)`; the target is
 /// class indices (integer) or class probabilities (float, same shape as input).
 pub fn cross_entropy(x: &Tensor, t: &Tensor, w: Option<&Tensor>, ignore_index: i64, r: Reduction, label_smoothing: f64) -> Result<Tensor> {
+    if let Some(c) = crate::amp::optional("cross_entropy_loss", &[Some(x), Some(t), w])? {
+        return cross_entropy(c.req(0)?, c.req(1)?, c.opt(2), ignore_index, r, label_smoothing);
+    }
     let op = "cross_entropy";
     if x.ndim() == 0 {
         return Err(Error::shape(op, "input tensor should be 1D or more"));
@@ -258,6 +282,9 @@ pub fn cross_entropy(x: &Tensor, t: &Tensor, w: Option<&Tensor>, ignore_index: i
 
 /// `kl_div(input, target, reduction, log_target)`; `reduction` may also be `"batchmean"`.
 pub fn kl_div(x: &Tensor, y: &Tensor, reduction: &str, log_target: bool) -> Result<Tensor> {
+    if let Some(c) = crate::amp::tensors("kl_div", &[x, y])? {
+        return kl_div(&c.args[0], &c.args[1], reduction, log_target);
+    }
     let l = if log_target {
         y.exp()?.mul(&y.sub(x)?)?
     } else {
@@ -278,12 +305,18 @@ pub fn kl_div(x: &Tensor, y: &Tensor, reduction: &str, log_target: bool) -> Resu
 
 /// `soft_margin_loss(input, target, reduction)`: `log(1 + exp(-y x))`.
 pub fn soft_margin_loss(x: &Tensor, y: &Tensor, r: Reduction) -> Result<Tensor> {
+    if let Some(c) = crate::amp::tensors("soft_margin_loss", &[x, y])? {
+        return soft_margin_loss(&c.args[0], &c.args[1], r);
+    }
     same_shape("soft_margin_loss", x, y)?;
     r.apply(y.neg()?.mul(x)?.nn_softplus()?)
 }
 
 /// `margin_ranking_loss(input1, input2, target, margin, reduction)`.
 pub fn margin_ranking_loss(x1: &Tensor, x2: &Tensor, y: &Tensor, margin: f64, r: Reduction) -> Result<Tensor> {
+    if let Some(c) = crate::amp::tensors("margin_ranking_loss", &[x1, x2, y])? {
+        return margin_ranking_loss(&c.args[0], &c.args[1], &c.args[2], margin, r);
+    }
     if x1.ndim() != x2.ndim() || x1.ndim() != y.ndim() {
         return Err(Error::shape("margin_ranking_loss", format!("margin_ranking_loss : All input tensors should have same dimension but got sizes: input1: {:?}, input2: {:?}, target: {:?}", x1.shape(), x2.shape(), y.shape())));
     }
@@ -292,6 +325,9 @@ pub fn margin_ranking_loss(x1: &Tensor, x2: &Tensor, y: &Tensor, margin: f64, r:
 
 /// `hinge_embedding_loss(input, target, margin, reduction)`.
 pub fn hinge_embedding_loss(x: &Tensor, y: &Tensor, margin: f64, r: Reduction) -> Result<Tensor> {
+    if let Some(c) = crate::amp::tensors("hinge_embedding_loss", &[x, y])? {
+        return hinge_embedding_loss(&c.args[0], &c.args[1], margin, r);
+    }
     let z = x.zeros_like()?;
     let mc = x.neg()?.add_scalar(margin)?.nn_clamp_min(0.0)?;
     let om = y.ne_scalar(1)?.where_(&mc, &z)?;
@@ -301,6 +337,9 @@ pub fn hinge_embedding_loss(x: &Tensor, y: &Tensor, margin: f64, r: Reduction) -
 
 /// `cosine_embedding_loss(input1, input2, target, margin, reduction)`.
 pub fn cosine_embedding_loss(x1: &Tensor, x2: &Tensor, y: &Tensor, margin: f64, r: Reduction) -> Result<Tensor> {
+    if let Some(c) = crate::amp::tensors("cosine_embedding_loss", &[x1, x2, y])? {
+        return cosine_embedding_loss(&c.args[0], &c.args[1], &c.args[2], margin, r);
+    }
     let op = "cosine_embedding_loss";
     if x1.ndim() != x2.ndim() || x1.ndim() == 0 || x1.ndim() > 2 || y.ndim() + 1 != x1.ndim() {
         return Err(Error::shape(op, format!("cosine_embedding_loss: inputs {:?}, {:?} and target {:?} have incompatible shapes", x1.shape(), x2.shape(), y.shape())));
@@ -465,6 +504,9 @@ pub fn gaussian_nll_loss(x: &Tensor, y: &Tensor, var: &Tensor, full: bool, eps: 
 
 /// `poisson_nll_loss(input, target, log_input, full, eps, reduction)`.
 pub fn poisson_nll_loss(x: &Tensor, y: &Tensor, log_input: bool, full: bool, eps: f64, r: Reduction) -> Result<Tensor> {
+    if let Some(c) = crate::amp::tensors("poisson_nll_loss", &[x, y])? {
+        return poisson_nll_loss(&c.args[0], &c.args[1], log_input, full, eps, r);
+    }
     same_shape("poisson_nll_loss", x, y)?;
     let mut l = if log_input { x.exp()?.sub(&y.mul(x)?)? } else { x.sub(&y.mul(&x.add_scalar(eps)?.log()?)?)? };
     if full {

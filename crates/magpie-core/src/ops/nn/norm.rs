@@ -22,6 +22,16 @@ fn moments(x: &Tensor, dims: &[i64]) -> Result<(Tensor, Tensor)> {
 
 /// `native_layer_norm(input, normalized_shape, weight, bias, eps)` -> (out, mean, rstd).
 pub fn native_layer_norm(x: &Tensor, ns: &[i64], w: Option<&Tensor>, b: Option<&Tensor>, eps: f64) -> Result<(Tensor, Tensor, Tensor)> {
+    if let Some(c) = crate::amp::optional("layer_norm", &[Some(x), w, b])? {
+        return native_layer_norm(c.req(0)?, ns, c.opt(1), c.opt(2), eps);
+    }
+    // PyTorch's mixed types: a bfloat16/float16 input with float32 parameters (what a CPU autocast
+    // region hands over) is normalized in float32 and gives the input's dtype
+    let params: Vec<&Tensor> = [w, b].into_iter().flatten().collect();
+    if matches!(x.dtype(), crate::DType::BF16 | crate::DType::F16) && !params.is_empty() && params.iter().all(|p| p.dtype() == crate::DType::F32) {
+        let (y, m, r) = native_layer_norm(&x.to_dtype(crate::DType::F32)?, ns, w, b, eps)?;
+        return Ok((y.to_dtype(x.dtype())?, m, r));
+    }
     let op = "layer_norm";
     let k = ns.len();
     let nsu: Vec<usize> = ns.iter().map(|&v| v.max(0) as usize).collect();
@@ -125,6 +135,9 @@ fn chan(t: &Tensor, nd: usize) -> Result<Tensor> {
 
 /// `native_group_norm` as `group_norm(input, num_groups, weight, bias, eps)` -> (out, mean, rstd).
 pub fn native_group_norm(x: &Tensor, groups: i64, w: Option<&Tensor>, b: Option<&Tensor>, eps: f64) -> Result<(Tensor, Tensor, Tensor)> {
+    if let Some(c) = crate::amp::optional("group_norm", &[Some(x), w, b])? {
+        return native_group_norm(c.req(0)?, groups, c.opt(1), c.opt(2), eps);
+    }
     let op = "group_norm";
     if x.ndim() < 2 {
         return Err(Error::shape(op, format!("Expected at least 2 dimensions for input tensor but received {}", x.ndim())));
@@ -320,6 +333,9 @@ pub fn normalize(x: &Tensor, p: f64, dim: i64, eps: f64) -> Result<Tensor> {
 
 /// `cosine_similarity(x1, x2, dim, eps)`.
 pub fn cosine_similarity(x1: &Tensor, x2: &Tensor, dim: i64, eps: f64) -> Result<Tensor> {
+    if let Some(c) = crate::amp::tensors("cosine_similarity", &[x1, x2])? {
+        return cosine_similarity(&c.args[0], &c.args[1], dim, eps);
+    }
     let shape = crate::shape::broadcast_shapes("cosine_similarity", x1.shape(), x2.shape())?;
     let (a, b) = (x1.broadcast_to(&shape)?, x2.broadcast_to(&shape)?);
     let d = crate::shape::wrap_dim("cosine_similarity", dim, shape.len())? as i64;
@@ -342,6 +358,9 @@ pub fn pairwise_distance(x1: &Tensor, x2: &Tensor, p: f64, eps: f64, keepdim: bo
 
 /// `pdist(input, p)`: distances between the rows of an `[N, M]` matrix, for `i < j`.
 pub fn pdist(x: &Tensor, p: f64) -> Result<Tensor> {
+    if let Some(c) = crate::amp::tensors("pdist", &[x])? {
+        return pdist(&c.args[0], p);
+    }
     if x.ndim() != 2 {
         return Err(Error::shape("pdist", format!("pdist only supports 2D tensors, got: {}D", x.ndim())));
     }
@@ -368,6 +387,9 @@ pub fn pdist(x: &Tensor, p: f64) -> Result<Tensor> {
 
 /// `cdist(x1, x2, p)`: distances between the rows of `[.., P, M]` and `[.., R, M]`.
 pub fn cdist(x1: &Tensor, x2: &Tensor, p: f64) -> Result<Tensor> {
+    if let Some(c) = crate::amp::tensors("cdist", &[x1, x2])? {
+        return cdist(&c.args[0], &c.args[1], p);
+    }
     if x1.ndim() < 2 || x2.ndim() < 2 {
         return Err(Error::shape("cdist", format!("cdist only supports at least 2D tensors, X1 got: {}D, X2 got: {}D", x1.ndim(), x2.ndim())));
     }

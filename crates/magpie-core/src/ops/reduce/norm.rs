@@ -63,6 +63,9 @@ impl Tensor {
     /// `torch.logsumexp(x, dim, keepdim)`: `log(sum(exp(x)))` computed stably (the max is
     /// subtracted first); integer inputs give the default float dtype.
     pub fn logsumexp(&self, dims: &[i64], keepdim: bool) -> Result<Tensor> {
+        if let Some(c) = crate::amp::tensors("logsumexp", &[self])? {
+            return c.args[0].logsumexp(dims, keepdim);
+        }
         let x = if self.dtype().is_integral() { self.to_dtype(crate::default_dtype())? } else { self.clone() };
         let d = reduce_dims("logsumexp", &x, Some(dims))?;
         let di: Vec<i64> = d.iter().map(|&v| v as i64).collect();
@@ -122,6 +125,9 @@ impl Tensor {
 
     /// `torch.dist(a, b, p)`: the p-norm of `a - b` (broadcast).
     pub fn dist(&self, other: &Tensor, p: f64) -> Result<Tensor> {
+        if let Some(c) = crate::amp::tensors("dist", &[self, other])? {
+            return c.args[0].dist(&c.args[1], p);
+        }
         self.sub(other)?.norm_p(p, None, false, None)
     }
 }

@@ -12,6 +12,9 @@ use crate::{Error, Result};
 impl Tensor {
     /// `torch.sum(x, dim, keepdim, dtype)`; `dims` None sums everything. Integers and bool sum as int64.
     pub fn sum_dims(&self, dims: Option<&[i64]>, keepdim: bool, dtype: Option<DType>) -> Result<Tensor> {
+        if let Some(c) = crate::amp::opt_dtype("sum", self, dtype)? {
+            return c.args.0.sum_dims(dims, keepdim, c.args.1);
+        }
         let d = reduce_dims("sum", self, dims)?;
         let out_dt = dtype.unwrap_or(if self.dtype().is_integral() { DType::I64 } else { self.dtype() });
         let src = if out_dt != self.dtype() { self.to_dtype(out_dt)? } else { self.clone() };
@@ -115,6 +118,9 @@ impl Tensor {
     /// `torch.prod(x, dim, keepdim, dtype)`: the product over one dim, or over all elements when
     /// `dim` is None. Integers and bool multiply as int64; the empty product is 1.
     pub fn prod_dim(&self, dim: Option<i64>, keepdim: bool, dtype: Option<DType>) -> Result<Tensor> {
+        if let Some(c) = crate::amp::opt_dtype("prod", self, dtype)? {
+            return c.args.0.prod_dim(dim, keepdim, c.args.1);
+        }
         let out_dt = dtype.unwrap_or(if self.dtype().is_integral() { DType::I64 } else { self.dtype() });
         let src = if out_dt != self.dtype() { self.to_dtype(out_dt)? } else { self.clone() };
         let d = match dim {

@@ -12,6 +12,12 @@ use crate::{Error, Result};
 /// `torch.cat(tensors, dim)`: concatenation along `dim` with type promotion. 1-d empty tensors
 /// (shape `[0]`) are skipped, PyTorch's legacy rule.
 pub fn cat(tensors: &[Tensor], dim: i64) -> Result<Tensor> {
+    if crate::amp::any_active() {
+        let refs: Vec<&Tensor> = tensors.iter().collect();
+        if let Some(c) = crate::amp::tensors("cat", &refs)? {
+            return cat(&c.args, dim);
+        }
+    }
     let op = "cat";
     if tensors.is_empty() {
         return Err(Error::value(op, "torch.cat(): expected a non-empty list of Tensors"));
@@ -95,6 +101,12 @@ pub fn cat(tensors: &[Tensor], dim: i64) -> Result<Tensor> {
 
 /// `torch.stack(tensors, dim)`: joins equal-shaped tensors along a new dim.
 pub fn stack(tensors: &[Tensor], dim: i64) -> Result<Tensor> {
+    if crate::amp::any_active() {
+        let refs: Vec<&Tensor> = tensors.iter().collect();
+        if let Some(c) = crate::amp::tensors("stack", &refs)? {
+            return stack(&c.args, dim);
+        }
+    }
     let op = "stack";
     let first = tensors.first().ok_or_else(|| Error::value(op, "stack expects a non-empty TensorList"))?;
     for (i, t) in tensors.iter().enumerate() {

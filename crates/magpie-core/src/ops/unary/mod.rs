@@ -56,6 +56,9 @@ fn not_implemented(name: &str, d: DType) -> Error {
 
 /// Runs a unary spec with autograd.
 pub fn unary(spec: &'static UnarySpec, x: &Tensor) -> Result<Tensor> {
+    if let Some(c) = crate::amp::tensors(spec.name, &[x])? {
+        return unary(spec, &c.args[0]);
+    }
     let name = spec.name;
     let d = x.dtype();
     if x.device().is_cuda() {
