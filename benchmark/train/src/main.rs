@@ -6,12 +6,17 @@
 //! - `bert`: BertForMaskedLM (6 layers, hidden 768, 12 heads, vocab 30522, dropout 0), batch 4 x 128,
 //!   the masked-LM loss over every position, AdamW (lr 1e-4, weight decay 0.01): ms per step.
 //!
+//! - `gpt2-small`: the same GPT at 12 layers / 12 heads / 768 / context 1024 / batch 8 / vocab 50257
+//!   (bfloat16 autocast only, as PyTorch's side).
+//!
+//! `--dtypes float32,bfloat16`: float32 runs everything in float32; bfloat16 keeps float32
+//! parameters and runs the forward under `autocast(cuda, bfloat16)` (PyTorch's `torch.autocast`).
 //! Both sides use the same fixed batch (token k of row r is (7r + 3k) mod vocab). Each case runs
 //! `--warmup` steps, then `--steps` timed steps with a device synchronisation per step (the loss is
 //! read back, as a training loop logging it does); the median step time, the peak device memory over
 //! the timed steps and the last loss are printed as one JSON line per case.
 //!
-//!     train-bench [--device cuda] [--cases gpt,bert] [--warmup 5] [--steps 20]
+//!     train-bench [--device cuda] [--cases gpt,bert,gpt2-small] [--dtypes float32,bfloat16] [--warmup 5] [--steps 20]
 
 use magpie_core::backend::cuda;
 use magpie_core::ops::nn::loss::cross_entropy;
@@ -29,13 +34,20 @@ use std::time::Instant;
 struct Args {
     device: Device,
     cases: Vec<String>,
+    dtypes: Vec<String>,
     warmup: usize,
     steps: usize,
 }
 
 fn parse() -> Result<Args> {
     let v: Vec<String> = std::env::args().skip(1).collect();
-    let mut a = Args { device: Device::Cuda(0), cases: vec!["gpt".into(), "bert".into()], warmup: 5, steps: 20 };
+    let mut a = Args {
+        device: Device::Cuda(0),
+        cases: vec!["gpt".into(), "bert".into(), "gpt2-small".into()],
+        dtypes: vec!["float32".into(), "bfloat16".into()],
+        warmup: 5,
+        steps: 20,
+    };
     let bad = |m: String| Error::value("train-bench", m);
     let mut i = 0;
     while i < v.len() {
@@ -44,6 +56,7 @@ fn parse() -> Result<Args> {
         match v[i].as_str() {
             "--device" => a.device = Device::parse(val)?,
             "--cases" => a.cases = val.split(',').map(str::to_string).collect(),
+            "--dtypes" => a.dtypes = val.split(',').map(str::to_string).collect(),
             "--warmup" => a.warmup = num()?,
             "--steps" => a.steps = num()?.max(1),
             f => return Err(bad(format!("unknown flag {f}"))),
@@ -98,9 +111,18 @@ fn time_steps(a: &Args, mut step: impl FnMut() -> Result<f64>) -> Result<(f64, u
     Ok((median(&mut ms), peak(a.device), loss))
 }
 
-fn gpt(a: &Args) -> Result<serde_json::Value> {
-    let (b, t) = (64, 256);
-    let cfg = GptConfig { vocab_size: 96, block_size: t, n_layer: 6, n_head: 6, n_embd: 384, dropout: 0.0 };
+/// The forward's autocast region for `dtype` ("float32": none).
+fn autocast(a: &Args, dtype: &str) -> Result<Option<magpie_core::amp::AutocastGuard>> {
+    match dtype {
+        "float32" => Ok(None),
+        "bfloat16" => Ok(Some(magpie_core::amp::autocast(a.device, Some(DType::BF16), true)?)),
+        other => Err(Error::value("train-bench", format!("unsupported dtype {other} (float32, bfloat16)"))),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn gpt(a: &Args, case: &str, dtype: &str, layers: usize, heads: usize, embd: usize, t: usize, b: usize, vocab: usize) -> Result<serde_json::Value> {
+    let cfg = GptConfig { vocab_size: vocab, block_size: t, n_layer: layers, n_head: heads, n_embd: embd, dropout: 0.0 };
     magpie_core::ops::random::manual_seed(0);
     let mut model = Gpt::new(cfg.clone())?;
     model.to_device(a.device)?;
@@ -111,18 +133,24 @@ fn gpt(a: &Args) -> Result<serde_json::Value> {
     let (x, y) = (batch(b, t, cfg.vocab_size, 0, a.device)?, batch(b, t, cfg.vocab_size, 3, a.device)?);
     let params = model.parameters();
     let (ms, mem, loss) = time_steps(a, || {
-        let loss = model.loss(&x, &y)?;
+        let loss = {
+            let _ac = autocast(a, dtype)?;
+            model.loss(&x, &y)?
+        };
         opt.zero_grad();
         loss.backward()?;
         magpie_nn::utils::clip_grad_norm_(&params, 1.0, 2.0, false)?;
         opt.step()?;
         Ok(loss.item()?.to_f64())
     })?;
-    Ok(json!({"case": "gpt", "dtype": "float32", "step_ms": ms, "tokens_per_s": (b * t) as f64 / ms * 1e3,
-              "peak_mem_bytes": mem, "params": model.num_parameters(), "loss": loss}))
+    let n = model.num_parameters();
+    let tok = b * t;
+    Ok(json!({"case": case, "dtype": dtype, "step_ms": ms, "tokens_per_s": tok as f64 / ms * 1e3,
+              "peak_mem_bytes": mem, "params": n, "loss": loss,
+              "train_flops": 6 * n * tok + 6 * layers * t * embd * tok}))
 }
 
-fn bert(a: &Args) -> Result<serde_json::Value> {
+fn bert(a: &Args, dtype: &str) -> Result<serde_json::Value> {
     let (b, t, vocab) = (4, 128, 30522);
     let cfg = BertConfig::from_json(&json!({
         "vocab_size": vocab, "hidden_size": 768, "num_hidden_layers": 6, "num_attention_heads": 12,
@@ -136,15 +164,19 @@ fn bert(a: &Args) -> Result<serde_json::Value> {
     let mut opt = AdamW::new(params, AdamConfig { lr: 1e-4, weight_decay: 0.01, ..AdamConfig::adamw() })?;
     let (x, y) = (batch(b, t, vocab, 0, a.device)?, batch(b, t, vocab, 3, a.device)?);
     let (ms, mem, loss) = time_steps(a, || {
-        let out = model.forward_with(&x, None, None, false)?;
-        let logits = out.logits.ok_or_else(|| Error::value("train-bench", "BertForMaskedLM gave no logits"))?;
+        let logits = {
+            let _ac = autocast(a, dtype)?;
+            let out = model.forward_with(&x, None, None, false)?;
+            out.logits.ok_or_else(|| Error::value("train-bench", "BertForMaskedLM gave no logits"))?
+        };
+        let logits = logits.to_dtype(DType::F32)?;
         let loss = cross_entropy(&logits.reshape(&[(b * t) as i64, vocab as i64])?, &y.reshape(&[-1])?, None, -100, Reduction::Mean, 0.0)?;
         opt.zero_grad();
         loss.backward()?;
         opt.step()?;
         Ok(loss.item()?.to_f64())
     })?;
-    Ok(json!({"case": "bert", "dtype": "float32", "step_ms": ms, "tokens_per_s": (b * t) as f64 / ms * 1e3,
+    Ok(json!({"case": "bert", "dtype": dtype, "step_ms": ms, "tokens_per_s": (b * t) as f64 / ms * 1e3,
               "peak_mem_bytes": mem, "params": model.num_parameters(), "loss": loss}))
 }
 
@@ -152,13 +184,17 @@ fn main() {
     let run = || -> Result<()> {
         let a = parse()?;
         for c in &a.cases {
-            let mut r = match c.as_str() {
-                "gpt" => gpt(&a)?,
-                "bert" => bert(&a)?,
-                other => return Err(Error::value("train-bench", format!("unknown case {other} (gpt, bert)"))),
-            };
-            r["impl"] = json!("torch-magpie");
-            println!("{r}");
+            for dt in &a.dtypes {
+                let mut r = match (c.as_str(), dt.as_str()) {
+                    ("gpt", _) => gpt(&a, "gpt", dt, 6, 6, 384, 256, 64, 96)?,
+                    ("gpt2-small", "bfloat16") => gpt(&a, "gpt2-small", dt, 12, 12, 768, 1024, 8, 50257)?,
+                    ("gpt2-small", _) => continue,
+                    ("bert", _) => bert(&a, dt)?,
+                    (other, _) => return Err(Error::value("train-bench", format!("unknown case {other} (gpt, bert, gpt2-small)"))),
+                };
+                r["impl"] = json!("torch-magpie");
+                println!("{r}");
+            }
         }
         Ok(())
     };
