@@ -66,13 +66,11 @@ impl QuantMatrix {
     }
 
     /// `x Wᵀ` for `x` of shape `[..., cols]` (f32, f16 or bf16, on the CPU), in x's dtype.
-    /// Inference only: an error when autograd would have to record it (x requires grad and
-    /// grad mode is on), since the quantized weight has no gradient.
+    /// The weight is a constant: it has no gradient. Where x requires grad, the gradient
+    /// reaching x is `g W` with W dequantized in the backward (so adapters or inputs before a
+    /// quantized layer can still be trained).
     pub fn matmul_t(&self, x: &Tensor) -> Result<Tensor> {
         let op = "quant_linear";
-        if is_grad_enabled() && x.requires_grad() {
-            return Err(Error::unsupported(op, "a quantized weight is inference only: run under no_grad, or dequantize the weight to train"));
-        }
         if x.device() != Device::Cpu {
             return Err(Error::unsupported(op, format!("quantized matmul on {:?} is not implemented (CPU only; CUDA has the decode GEMV on device buffers)", x.device())));
         }
@@ -91,6 +89,14 @@ impl QuantMatrix {
         if let Some(last) = shape.last_mut() {
             *last = self.rows;
         }
-        Tensor::from_vec(y, &shape)?.to_dtype(dt)
+        let y = Tensor::from_vec(y, &shape)?.to_dtype(dt)?;
+        if is_grad_enabled() && x.requires_grad() {
+            let w = self.clone();
+            crate::autograd::record(op, &[x], std::slice::from_ref(&y), move |_, g| {
+                let gy = &g[0];
+                Ok(vec![Some(gy.matmul(&w.dequantize()?.to_dtype(gy.dtype())?)?)])
+            });
+        }
+        Ok(y)
     }
 }
