@@ -34,6 +34,8 @@ pub enum KFile {
     Loss,
     /// Flash attention prefill and decode (`attention.rs`).
     Attention,
+    /// Quantized decode GEMV (`quant.rs`).
+    Quant,
 }
 
 impl KFile {
@@ -49,6 +51,7 @@ impl KFile {
             KFile::NormBwd => "norm_bwd",
             KFile::Loss => "loss",
             KFile::Attention => "attention",
+            KFile::Quant => "quant_gemv",
         }
     }
     fn body(self) -> &'static str {
@@ -63,6 +66,7 @@ impl KFile {
             KFile::NormBwd => include_str!("kernels/norm_bwd.cu"),
             KFile::Loss => include_str!("kernels/loss.cu"),
             KFile::Attention => include_str!("kernels/attention.cu"),
+            KFile::Quant => include_str!("kernels/quant_gemv.cu"),
         }
     }
 }
