@@ -65,9 +65,10 @@ struct Q4K {
             const uint4 h = __ldg((const uint4*)w[i]);
             q[i] = __ldg((const uint4*)(w[i] + 16 + 16 * j));
             const float d = qg_f16(h.x), dmin = qg_f16(h.x >> 16);
-            // the 12 scale bytes are h.y, h.z, h.w; sub-blocks 2c (low nibbles) and 2c+1 (high)
-            const unsigned s[3] = {h.y, h.z, h.w};
-#define QG_SB(k) ((s[(k) >> 2] >> (8 * ((k) & 3))) & 0xffu)
+            // the 12 scale bytes are h.y, h.z, h.w (picked by selects: c is not a compile-time
+            // constant, and an indexed array would go to local memory); sub-blocks 2c (low
+            // nibbles) and 2c+1 (high)
+#define QG_SB(k) ((((k) < 4 ? h.y : (k) < 8 ? h.z : h.w) >> (8 * ((k) & 3))) & 0xffu)
             unsigned sc_lo, mn_lo, sc_hi, mn_hi;
             const int a = 2 * c, b = 2 * c + 1;
             if (a < 4) { sc_lo = QG_SB(a) & 63; mn_lo = QG_SB(a + 4) & 63; }
@@ -267,7 +268,7 @@ __device__ __forceinline__ void quant_gemv(const u8* __restrict__ w, const T* __
 }
 
 #define QG_KERNEL(NAME, Q, R) \
-    extern "C" __global__ void __launch_bounds__(32 * QG_WARPS) NAME##_r##R(const u8* w, const T* x, T* y, int N, int K, long long ldx, long long ldy) { \
+    extern "C" __global__ void __launch_bounds__(32 * QG_WARPS, 2) NAME##_r##R(const u8* w, const T* x, T* y, int N, int K, long long ldx, long long ldy) { \
         quant_gemv<Q, R>(w, x, y, N, K, ldx, ldy); \
     }
 #define QG_KERNELS(NAME, Q) \
