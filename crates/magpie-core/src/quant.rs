@@ -52,7 +52,7 @@ impl QuantMatrix {
         if perm.len() != self.rows || perm.iter().any(|&p| p >= self.rows) {
             return Err(Error::shape("QuantMatrix::permute_rows", format!("a permutation of {} rows is needed, got {} indices", self.rows, perm.len())));
         }
-        let rb = if self.rows == 0 { 0 } else { self.data.len() / self.rows };
+        let rb = self.data.len().checked_div(self.rows).unwrap_or(0);
         let mut out = Vec::with_capacity(self.data.len());
         for &p in perm {
             out.extend_from_slice(&self.data[p * rb..(p + 1) * rb]);
@@ -82,7 +82,7 @@ impl QuantMatrix {
         if k != self.cols {
             return Err(Error::shape(op, format!("input's last dimension is {k} but the weight is {}x{}", self.rows, self.cols)));
         }
-        let m = if k == 0 { x.shape()[..x.ndim() - 1].iter().product() } else { x.numel() / k };
+        let m = x.numel().checked_div(k).unwrap_or_else(|| x.shape()[..x.ndim() - 1].iter().product());
         let xs = x.to_dtype(DType::F32)?.contiguous()?.to_vec::<f32>()?;
         let y = quant_matmul(self.ty, &self.data, self.rows, k, &xs, m)?;
         let mut shape = x.shape().to_vec();

@@ -49,7 +49,7 @@ pub fn config_of(f: &GgufFile) -> Result<Value> {
     let hidden = need("embedding_length")?;
     let heads = need("attention.head_count")?;
     let kv = meta_u64(f, "llama.attention.head_count_kv")?.unwrap_or(heads);
-    let head_dim = meta_u64(f, "llama.attention.key_length")?.unwrap_or(if heads > 0 { hidden / heads } else { 0 });
+    let head_dim = meta_u64(f, "llama.attention.key_length")?.unwrap_or(hidden.checked_div(heads).unwrap_or(0));
     let vocab = match meta_u64(f, "llama.vocab_size")? {
         Some(v) => v,
         None => f.tensor_info("token_embd.weight").map(|t| t.shape()[0] as u64).ok_or_else(|| Error::value("gguf", "no vocabulary size (llama.vocab_size or token_embd.weight)"))?,
@@ -133,7 +133,7 @@ fn unpermute(w: &Tensor, heads: usize) -> Result<Tensor> {
 /// The row order [`unpermute`] produces, as source row per destination row (for moving whole
 /// rows of quantized blocks).
 fn unpermute_rows(rows: usize, heads: usize) -> Result<Vec<usize>> {
-    if heads == 0 || rows % (2 * heads) != 0 {
+    if heads == 0 || !rows.is_multiple_of(2 * heads) {
         return Err(Error::shape("gguf", format!("{rows} rows do not split into {heads} heads of rotary pairs")));
     }
     let (per, half) = (rows / heads, rows / heads / 2);

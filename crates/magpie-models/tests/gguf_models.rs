@@ -50,7 +50,7 @@ fn gguf_llama_matches_transformers_on_its_weights() {
             let prompt: Vec<u32> = ids.to_vec::<i64>().unwrap().iter().map(|&v| v as u32).collect();
             let want: Vec<u32> = r.get("greedy").unwrap().to_vec::<i64>().unwrap().iter().map(|&v| v as u32).collect();
             let cfg = GenerationConfig { max_new_tokens: want.len() - prompt.len(), eos_token_ids: Vec::new(), ..GenerationConfig::default() };
-            let got = generate(m.as_causal_lm().unwrap(), &[prompt.clone()], &cfg, |_| Ok(())).unwrap();
+            let got = generate(m.as_causal_lm().unwrap(), std::slice::from_ref(&prompt), &cfg, |_| Ok(())).unwrap();
             assert_eq!(got[0], want[prompt.len()..], "{ty} on {dev:?}: greedy tokens differ");
         }
     }

@@ -76,10 +76,10 @@ pub unsafe fn quant_gemv_raw(dev: &CudaDevice, g: &QuantGemv, w: u64, x: u64, ld
     let op = "quant_gemv";
     g.check()?;
     let align = if g.ty == QuantType::Q4_K { 16 } else { 2 };
-    if w % align != 0 {
+    if !w.is_multiple_of(align) {
         return Err(Error::value(op, format!("{} weights must be {align}-byte aligned on the device", g.ty)));
     }
-    if x % g.dtype.size() as u64 != 0 || y % g.dtype.size() as u64 != 0 || ldx < g.k || ldy < g.n {
+    if !x.is_multiple_of(g.dtype.size() as u64) || !y.is_multiple_of(g.dtype.size() as u64) || ldx < g.k || ldy < g.n {
         return Err(Error::value(op, "x and y must be aligned to their dtype with row strides of at least k and n"));
     }
     if g.n == 0 {

@@ -76,7 +76,7 @@ fn row_bytes(op: &str, ty: QuantType, w: &[u8], n: usize, k: usize) -> Result<us
     if w.len() != need {
         return Err(Error::shape(op, format!("a {n}x{k} {ty} matrix has {need} bytes, got {}", w.len())));
     }
-    Ok(if n == 0 { 0 } else { need / n })
+    Ok(need.checked_div(n).unwrap_or(0))
 }
 
 /// Dequantizes an `n x k` matrix of `ty` to row-major f32 (in parallel over rows).
