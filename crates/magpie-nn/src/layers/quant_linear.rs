@@ -7,9 +7,10 @@ use crate::module::{present, present_mut, Module};
 use magpie_core::quant::QuantMatrix;
 use magpie_core::{Error, Result, Tensor};
 
-/// A linear layer over a quantized `[out, in]` weight. Inference only: the weight is not a
-/// tensor parameter (it has no gradient and is not in `state_dict`; the bias is), and `forward`
-/// with an input that requires grad while grad mode is on is an error (run under `no_grad`).
+/// A linear layer over a quantized `[out, in]` weight. The weight is inference only: it is not a
+/// tensor parameter (no gradient, not in `state_dict`; the bias is), and asking for its gradient
+/// ([`QuantLinear::weight_requires_grad_`]) is an error. Gradients still flow to the input (through
+/// the dequantized weight), so layers before it can be trained.
 pub struct QuantLinear {
     pub weight: QuantMatrix,
     pub bias: Option<Tensor>,
