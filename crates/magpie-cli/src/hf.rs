@@ -5,11 +5,13 @@
 use clap::Args;
 use magpie_core::backend::cuda;
 use magpie_core::{DType, Device, Error, Result, Tensor};
+use magpie_io::gguf::GgufFile;
 use magpie_io::safetensors;
 use magpie_models::auto::AutoModel;
 use magpie_models::embed::{Pooling, SentenceEncoder};
 use magpie_models::fused::{self, EngineConfig, FusedDecoder};
 use magpie_models::generate::generate;
+use magpie_models::gguf::is_gguf;
 use magpie_models::hf_tokenizer::{DecodeStream, HfTokenizer};
 use magpie_models::hub::LoadOptions;
 use std::io::Write;
@@ -50,7 +52,7 @@ pub struct GenerateArgs {
     /// Hugging Face model folder (config.json, model.safetensors, tokenizer.json), or a llama GGUF file.
     #[arg(long)]
     pub model: PathBuf,
-    /// Text to continue (encoded with the folder's tokenizer.json).
+    /// Text to continue (encoded with the folder's tokenizer.json, or the tokenizer a GGUF file's metadata describes).
     #[arg(long, conflicts_with = "input_ids")]
     pub prompt: Option<String>,
     /// Token ids to continue instead of text, comma-separated ("1,2,3").
@@ -105,14 +107,19 @@ pub fn generate_cmd(a: GenerateArgs) -> Result<()> {
     let opts = a.place.options()?;
     let model = AutoModel::load(&a.model, &opts)?;
     let lm = model.as_causal_lm().ok_or_else(|| Error::value("generate", format!("{} is a {}, not a decoder: use `magpie forward` or `magpie embed`", a.model.display(), model.architecture.class_name())))?;
-    let tok = match model.tokenizer_path() {
-        Some(p) => Some(HfTokenizer::from_file(p)?),
-        None => None,
+    // a folder's tokenizer.json, or the tokenizer a GGUF file's metadata describes (a file
+    // without one still runs with --input-ids, so its error is kept for a text prompt)
+    let (tok, why) = match model.tokenizer_path() {
+        Some(p) => (Some(HfTokenizer::from_file(p)?), String::new()),
+        None if is_gguf(&a.model) => match GgufFile::open(&a.model).and_then(|f| HfTokenizer::from_gguf(&f)) {
+            Ok(t) => (Some(t), String::new()),
+            Err(e) => (None, e.to_string()),
+        },
+        None => (None, "no tokenizer.json".to_string()),
     };
     let prompt = match (&a.prompt, &a.input_ids) {
         (_, Some(ids)) => parse_ids(ids)?,
         (Some(text), None) => {
-            let why = if model.dir.is_none() { "tokenizers from GGUF metadata are not supported yet" } else { "no tokenizer.json" };
             let t = tok.as_ref().ok_or_else(|| Error::io("generate", format!("{}: {why}; pass --input-ids", a.model.display())))?;
             let ids = t.encode(text, true)?;
             if ids.is_empty() {

@@ -51,7 +51,15 @@ fn generate_from_a_gguf_file() {
     assert!(o.status.success(), "{}", text(&o.stderr));
     let want: Vec<String> = greedy[ids.len()..].iter().map(|v| v.to_string()).collect();
     assert_eq!(text(&o.stdout), format!("{}\n", want.join(" ")));
-    fails_with(&["generate", "--model", &file, "--prompt", "hi"], "GGUF");
+    // a text prompt goes through the tokenizer of the file's metadata: the same tokens as the ids
+    // transformers' GGUF tokenizer gives "hello world" (tests/fixtures/gguf-tokenizer/expected.json
+    // of magpie-models)
+    let by_text = magpie(&["generate", "--model", &file, "--prompt", "hello world", "--max-new-tokens", "6", "--print-ids"]);
+    assert!(by_text.status.success(), "{}", text(&by_text.stderr));
+    let by_ids = magpie(&["generate", "--model", &file, "--input-ids", "1,264,107,104,111,111,114,264,122,114,117,111,103", "--max-new-tokens", "6", "--print-ids"]);
+    assert_eq!(text(&by_text.stdout), text(&by_ids.stdout));
+    let o = magpie(&["generate", "--model", &file, "--prompt", "hello world", "--max-new-tokens", "4"]);
+    assert!(o.status.success() && text(&o.stdout).starts_with("hello world"), "{}{}", text(&o.stdout), text(&o.stderr));
     fails_with(&["generate", "--model", &dir.join("README.md").display().to_string(), "--input-ids", "1"], "not a GGUF file");
 }
 

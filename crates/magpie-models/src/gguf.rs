@@ -1,13 +1,15 @@
 //! Llama models from GGUF files (llama.cpp's format): the config from the `llama.*` metadata,
-//! weights dequantized to the load dtype under their Hugging Face names, the Q/K row permutation of
-//! llama.cpp's converter undone, and the `rope_freqs` divisors used for the rotary frequencies
-//! (llama3 scaling). Tokenizers from GGUF metadata are not built yet: run with token ids.
+//! weights under their Hugging Face names, the Q/K row permutation of llama.cpp's converter
+//! undone, and the `rope_freqs` divisors used for the rotary frequencies (llama3 scaling).
+//! On the CPU, linear weights of a type with quantized kernels (Q8_0, Q4_0, Q4_K, Q6_K) stay in
+//! their blocks (`QuantLinear`); every other tensor is dequantized to the load dtype.
 
 use crate::auto::{AutoModel, ModelKind};
 use crate::config::{Architecture, LlamaConfig};
 use crate::hub::{Init, LoadOptions, WeightSource};
 use crate::llama::LlamaForCausalLM;
-use magpie_core::{Error, Result, Tensor};
+use magpie_core::quant::QuantMatrix;
+use magpie_core::{Device, Error, Result, Tensor};
 use magpie_io::gguf::GgufFile;
 use serde_json::{json, Value};
 use std::collections::HashSet;
@@ -47,7 +49,7 @@ pub fn config_of(f: &GgufFile) -> Result<Value> {
     let hidden = need("embedding_length")?;
     let heads = need("attention.head_count")?;
     let kv = meta_u64(f, "llama.attention.head_count_kv")?.unwrap_or(heads);
-    let head_dim = meta_u64(f, "llama.attention.key_length")?.unwrap_or(if heads > 0 { hidden / heads } else { 0 });
+    let head_dim = meta_u64(f, "llama.attention.key_length")?.unwrap_or(hidden.checked_div(heads).unwrap_or(0));
     let vocab = match meta_u64(f, "llama.vocab_size")? {
         Some(v) => v,
         None => f.tensor_info("token_embd.weight").map(|t| t.shape()[0] as u64).ok_or_else(|| Error::value("gguf", "no vocabulary size (llama.vocab_size or token_embd.weight)"))?,
@@ -75,10 +77,11 @@ pub fn config_of(f: &GgufFile) -> Result<Value> {
     Ok(cfg)
 }
 
-/// GGUF tensors under Hugging Face names, dequantized.
+/// GGUF tensors under Hugging Face names, dequantized, or kept quantized when `keep_quantized`.
 struct GgufWeights<'a> {
     file: &'a GgufFile,
     opts: LoadOptions,
+    keep_quantized: bool,
     heads: usize,
     kv_heads: usize,
     used: HashSet<String>,
@@ -127,7 +130,36 @@ fn unpermute(w: &Tensor, heads: usize) -> Result<Tensor> {
     w.reshape(&[h, r / h / 2, 2, c])?.transpose(1, 2)?.contiguous()?.reshape(&[r, c])
 }
 
+/// The row order [`unpermute`] produces, as source row per destination row (for moving whole
+/// rows of quantized blocks).
+fn unpermute_rows(rows: usize, heads: usize) -> Result<Vec<usize>> {
+    if heads == 0 || !rows.is_multiple_of(2 * heads) {
+        return Err(Error::shape("gguf", format!("{rows} rows do not split into {heads} heads of rotary pairs")));
+    }
+    let (per, half) = (rows / heads, rows / heads / 2);
+    // destination (head, two, i) <- source (head, i, two)
+    Ok((0..rows).map(|r| (r / per) * per + (r % per % half) * 2 + (r % per) / half).collect())
+}
+
 impl WeightSource for GgufWeights<'_> {
+    fn take_quant(&mut self, name: &str, shape: &[usize]) -> Result<Option<QuantMatrix>> {
+        if !self.keep_quantized {
+            return Ok(None);
+        }
+        let Some((g, perm)) = self.map(name) else { return Ok(None) };
+        let Some(info) = self.file.tensor_info(&g) else { return Ok(None) };
+        let Some(ty) = info.ggml_type.quant_type() else { return Ok(None) };
+        if info.shape() != shape || shape.len() != 2 {
+            return Err(Error::shape("gguf", format!("tensor '{g}' has shape {:?} but the config needs {shape:?}", info.shape())));
+        }
+        let mut q = QuantMatrix::new(ty, shape[0], shape[1], self.file.tensor_bytes(&g)?.to_vec())?;
+        if let Some(h) = perm {
+            q = q.permute_rows(&unpermute_rows(shape[0], h)?)?;
+        }
+        self.used.insert(g);
+        Ok(Some(q))
+    }
+
     fn take(&mut self, name: &str, shape: &[usize], _init: Init) -> Result<Tensor> {
         let (g, perm) = self.map(name).ok_or_else(|| Error::value("gguf", format!("no GGUF tensor corresponds to '{name}'")))?;
         let info = self.file.tensor_info(&g).ok_or_else(|| Error::value("gguf", format!("tensor '{g}' ({name}) is missing from the file")))?;
@@ -150,13 +182,24 @@ impl WeightSource for GgufWeights<'_> {
 }
 
 impl AutoModel {
-    /// Loads a llama GGUF file (any tensor type the reader dequantizes) in `opts`' dtype and device.
+    /// Loads a llama GGUF file (any tensor type the reader dequantizes) in `opts`' dtype and
+    /// device; on the CPU, linear weights of a type with quantized kernels stay quantized.
     pub fn from_gguf(path: impl AsRef<Path>, opts: &LoadOptions) -> Result<AutoModel> {
+        AutoModel::from_gguf_with(path, opts, opts.device == Device::Cpu)
+    }
+
+    /// [`from_gguf`](Self::from_gguf) choosing whether Q8_0/Q4_0/Q4_K/Q6_K linear weights stay in
+    /// their blocks (`keep_quantized`, CPU only: the quantized layers run on the CPU kernels) or
+    /// are dequantized to `opts.dtype` like every other tensor.
+    pub fn from_gguf_with(path: impl AsRef<Path>, opts: &LoadOptions, keep_quantized: bool) -> Result<AutoModel> {
         opts.validate()?;
+        if keep_quantized && opts.device != Device::Cpu {
+            return Err(Error::unsupported("gguf", format!("quantized linear layers run on the CPU; load for {:?} with keep_quantized = false", opts.device)));
+        }
         let file = GgufFile::open(path.as_ref())?;
         let config = config_of(&file)?;
         let cfg = LlamaConfig::from_json(&config, false)?;
-        let mut w = GgufWeights { file: &file, opts: *opts, heads: cfg.num_attention_heads, kv_heads: cfg.num_key_value_heads, used: HashSet::new() };
+        let mut w = GgufWeights { file: &file, opts: *opts, keep_quantized, heads: cfg.num_attention_heads, kv_heads: cfg.num_key_value_heads, used: HashSet::new() };
         let mut model = LlamaForCausalLM::build(&cfg, &mut w)?;
         if file.tensor_info("rope_freqs.weight").is_some() {
             let divisors = file.tensor_data_f32("rope_freqs.weight")?;
@@ -181,4 +224,18 @@ impl AutoModel {
             AutoModel::from_pretrained(p, opts)
         }
     }
+}
+
+/// The bytes a model's weights take in memory: every tensor parameter and buffer, plus the
+/// block bytes of quantized layers (which are not tensor parameters).
+pub fn resident_weight_bytes(m: &LlamaForCausalLM) -> usize {
+    use magpie_nn::{AnyLinear, ModuleExt};
+    let tensors: usize = m.named_parameters().iter().chain(m.named_buffers().iter()).map(|(_, t)| t.numel() * t.dtype().size()).sum();
+    let quant = |l: &AnyLinear| if l.is_quantized() { l.weight_nbytes() } else { 0 };
+    let mut q: usize = m.lm_head.as_ref().map_or(0, quant);
+    for layer in m.model.layers.iter() {
+        let (a, f) = (&layer.self_attn, &layer.mlp);
+        q += [&a.q_proj, &a.k_proj, &a.v_proj, &a.o_proj, &f.gate_proj, &f.up_proj, &f.down_proj].into_iter().map(quant).sum::<usize>();
+    }
+    tensors + q
 }

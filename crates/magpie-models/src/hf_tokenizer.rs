@@ -25,6 +25,11 @@ impl HfTokenizer {
         Ok(HfTokenizer { inner })
     }
 
+    /// Wraps a tokenizer built in memory (e.g. from GGUF metadata).
+    pub fn from_tokenizer(inner: tokenizers::Tokenizer) -> HfTokenizer {
+        HfTokenizer { inner }
+    }
+
     /// Token ids of `text`, with the tokenizer's special tokens (`[CLS] ... [SEP]`, Llama 3's
     /// `<|begin_of_text|>`) when `add_special_tokens`, as `tokenizer(text)` in transformers.
     pub fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>> {

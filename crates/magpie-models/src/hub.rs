@@ -53,6 +53,12 @@ pub trait WeightSource {
     fn has(&self, name: &str) -> bool;
     /// The dtype and device tensors come in.
     fn options(&self) -> LoadOptions;
+    /// The 2-D weight `name` of `shape` kept in a quantized block format, when the source holds
+    /// it in one the kernels run on and the load options allow it; `None` means: take it dense.
+    fn take_quant(&mut self, name: &str, shape: &[usize]) -> Result<Option<magpie_core::quant::QuantMatrix>> {
+        let _ = (name, shape);
+        Ok(None)
+    }
 }
 
 fn leaf(t: Tensor, opts: LoadOptions) -> Result<Tensor> {

@@ -24,6 +24,7 @@ pub mod fused;
 pub mod generate;
 pub mod gpt;
 pub mod gguf;
+pub mod gguf_tokenizer;
 pub mod gpt2;
 pub mod hf_tokenizer;
 pub mod hub;

@@ -14,14 +14,14 @@ use crate::output::ModelOutput;
 use crate::positions::StepInputs;
 use magpie_core::ops::nn::linear;
 use magpie_core::Result;
-use magpie_nn::{Embedding, Linear, Module, ModuleList, RMSNorm};
+use magpie_nn::{AnyLinear, Embedding, Module, ModuleList, RMSNorm};
 
 /// `self_attn`: separate q/k/v/o projections.
 pub struct LlamaAttention {
-    pub q_proj: Linear,
-    pub k_proj: Linear,
-    pub v_proj: Linear,
-    pub o_proj: Linear,
+    pub q_proj: AnyLinear,
+    pub k_proj: AnyLinear,
+    pub v_proj: AnyLinear,
+    pub o_proj: AnyLinear,
 }
 module_children!(LlamaAttention, "LlamaAttention", [q_proj => "q_proj", k_proj => "k_proj", v_proj => "v_proj", o_proj => "o_proj"]);
 
@@ -46,7 +46,7 @@ module_children!(LlamaModel, "LlamaModel", [embed_tokens => "embed_tokens", laye
 pub struct LlamaForCausalLM {
     pub model: LlamaModel,
     /// None when tied to `model.embed_tokens`.
-    pub lm_head: Option<Linear>,
+    pub lm_head: Option<AnyLinear>,
     pub config: LlamaConfig,
     pub rope: Rope,
     /// Training mode (attention dropout on); models load in eval mode, as in transformers.
@@ -65,15 +65,15 @@ impl LlamaForCausalLM {
             let l = |s: &str| format!("model.layers.{i}.{s}");
             layers.push(Box::new(LlamaDecoderLayer {
                 self_attn: LlamaAttention {
-                    q_proj: load::linear(w, &l("self_attn.q_proj"), q_out, h, cfg.qkv_bias)?,
-                    k_proj: load::linear(w, &l("self_attn.k_proj"), kv_out, h, cfg.qkv_bias)?,
-                    v_proj: load::linear(w, &l("self_attn.v_proj"), kv_out, h, cfg.qkv_bias)?,
-                    o_proj: load::linear(w, &l("self_attn.o_proj"), h, q_out, cfg.o_bias)?,
+                    q_proj: load::any_linear(w, &l("self_attn.q_proj"), q_out, h, cfg.qkv_bias)?,
+                    k_proj: load::any_linear(w, &l("self_attn.k_proj"), kv_out, h, cfg.qkv_bias)?,
+                    v_proj: load::any_linear(w, &l("self_attn.v_proj"), kv_out, h, cfg.qkv_bias)?,
+                    o_proj: load::any_linear(w, &l("self_attn.o_proj"), h, q_out, cfg.o_bias)?,
                 },
                 mlp: GatedMlp {
-                    gate_proj: load::linear(w, &l("mlp.gate_proj"), cfg.intermediate_size, h, cfg.mlp_bias)?,
-                    up_proj: load::linear(w, &l("mlp.up_proj"), cfg.intermediate_size, h, cfg.mlp_bias)?,
-                    down_proj: load::linear(w, &l("mlp.down_proj"), h, cfg.intermediate_size, cfg.mlp_bias)?,
+                    gate_proj: load::any_linear(w, &l("mlp.gate_proj"), cfg.intermediate_size, h, cfg.mlp_bias)?,
+                    up_proj: load::any_linear(w, &l("mlp.up_proj"), cfg.intermediate_size, h, cfg.mlp_bias)?,
+                    down_proj: load::any_linear(w, &l("mlp.down_proj"), h, cfg.intermediate_size, cfg.mlp_bias)?,
                     act: cfg.hidden_act,
                 },
                 input_layernorm: load::rms_norm(w, &l("input_layernorm"), h, eps)?,
@@ -85,7 +85,7 @@ impl LlamaForCausalLM {
             layers,
             norm: load::rms_norm(w, "model.norm", h, eps)?,
         };
-        let lm_head = if cfg.tie_word_embeddings { None } else { Some(load::linear(w, "lm_head", cfg.vocab_size, h, false)?) };
+        let lm_head = if cfg.tie_word_embeddings { None } else { Some(load::any_linear(w, "lm_head", cfg.vocab_size, h, false)?) };
         let rope = Rope::new(cfg.head_dim, cfg.rope_theta, &cfg.rope_scaling);
         Ok(LlamaForCausalLM { model, lm_head, config: cfg.clone(), rope, training: false })
     }
@@ -120,9 +120,11 @@ impl LlamaForCausalLM {
         if output_hidden_states {
             hidden.push(x.clone());
         }
-        let head = self.lm_head.as_ref().map_or(&self.model.embed_tokens.weight, |l| &l.weight);
         let last = if step.last_only { x.narrow(1, step.t as i64 - 1, 1)? } else { x.clone() };
-        let logits = linear(&last, head, None)?;
+        let logits = match &self.lm_head {
+            Some(head) => head.forward(&last)?,
+            None => linear(&last, &self.model.embed_tokens.weight, None)?,
+        };
         Ok(ModelOutput { logits: Some(logits), last_hidden_state: x, hidden_states: hidden, layer_outputs, pooler_output: None })
     }
 }

@@ -1,6 +1,7 @@
 //! ggml tensor types: their numbers in the file, block sizes (elements per block) and bytes per
 //! block.
 
+use magpie_core::quant::QuantType;
 use magpie_core::{Error, Result};
 use std::fmt;
 
@@ -146,6 +147,12 @@ impl GgmlType {
             GgmlType::Q6_K => 210,
             GgmlType::Q8_K => 292,
         }
+    }
+
+    /// The block format of the core's quantized kernels this type is, if it has kernels
+    /// (Q8_0, Q4_0, Q4_K, Q6_K); other types are dequantized to run.
+    pub fn quant_type(self) -> Option<QuantType> {
+        QuantType::from_name(self.name())
     }
 
     /// Whether blocks hold quantized values (not a plain float type).

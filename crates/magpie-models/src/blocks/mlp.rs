@@ -2,13 +2,13 @@
 
 use super::activation::Activation;
 use magpie_core::{Result, Tensor};
-use magpie_nn::{Linear, Module};
+use magpie_nn::{AnyLinear, Module};
 
 /// `LlamaMLP` / `Qwen2MLP` (`gate_proj`, `up_proj`, `down_proj`).
 pub struct GatedMlp {
-    pub gate_proj: Linear,
-    pub up_proj: Linear,
-    pub down_proj: Linear,
+    pub gate_proj: AnyLinear,
+    pub up_proj: AnyLinear,
+    pub down_proj: AnyLinear,
     pub act: Activation,
 }
 

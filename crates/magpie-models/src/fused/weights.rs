@@ -11,6 +11,10 @@ use magpie_core::ops::shape_ops::cat;
 use magpie_core::{Error, Result, Tensor};
 use magpie_nn::{LayerNorm, RMSNorm};
 
+/// The op named when a quantized layer reaches the weight fusion (the fused engine runs on
+/// dense weights; a GGUF model for it loads with its weights dequantized).
+const FUSE: &str = "fused engine";
+
 /// Which norm the blocks use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NormKind {
@@ -132,18 +136,18 @@ impl DecoderWeights {
                     let g = &l.mlp;
                     layers.push(LayerW {
                         norm1: rms(&l.input_layernorm, &wte, c.hidden_size)?,
-                        qkv_w: cat(&[a.q_proj.weight.clone(), a.k_proj.weight.clone(), a.v_proj.weight.clone()], 0)?,
-                        qkv_b: cat_bias(&[&a.q_proj.bias, &a.k_proj.bias, &a.v_proj.bias])?,
-                        o_w: a.o_proj.weight.clone(),
-                        o_b: a.o_proj.bias.clone(),
+                        qkv_w: cat(&[a.q_proj.dense(FUSE)?.weight.clone(), a.k_proj.dense(FUSE)?.weight.clone(), a.v_proj.dense(FUSE)?.weight.clone()], 0)?,
+                        qkv_b: cat_bias(&[&a.q_proj.dense(FUSE)?.bias, &a.k_proj.dense(FUSE)?.bias, &a.v_proj.dense(FUSE)?.bias])?,
+                        o_w: a.o_proj.dense(FUSE)?.weight.clone(),
+                        o_b: a.o_proj.dense(FUSE)?.bias.clone(),
                         norm2: rms(&l.post_attention_layernorm, &wte, c.hidden_size)?,
-                        up_w: cat(&[g.gate_proj.weight.clone(), g.up_proj.weight.clone()], 0)?,
-                        up_b: cat_bias(&[&g.gate_proj.bias, &g.up_proj.bias])?,
-                        down_w: g.down_proj.weight.clone(),
-                        down_b: g.down_proj.bias.clone(),
+                        up_w: cat(&[g.gate_proj.dense(FUSE)?.weight.clone(), g.up_proj.dense(FUSE)?.weight.clone()], 0)?,
+                        up_b: cat_bias(&[&g.gate_proj.dense(FUSE)?.bias, &g.up_proj.dense(FUSE)?.bias])?,
+                        down_w: g.down_proj.dense(FUSE)?.weight.clone(),
+                        down_b: g.down_proj.dense(FUSE)?.bias.clone(),
                     });
                 }
-                let lm_head = m.lm_head.as_ref().map_or(wte.clone(), |l| l.weight.clone());
+                let lm_head = match &m.lm_head { Some(l) => l.dense(FUSE)?.weight.clone(), None => wte.clone() };
                 let spec = Spec {
                     class: if model.architecture == crate::config::Architecture::Qwen2ForCausalLM { "Qwen2ForCausalLM" } else { "LlamaForCausalLM" },
                     hidden: c.hidden_size,

@@ -5,6 +5,7 @@ mod container;
 mod dropout;
 mod embedding;
 mod linear;
+mod quant_linear;
 mod nd;
 mod norm;
 mod rnn;
@@ -14,6 +15,7 @@ pub use container::{ModuleDict, ModuleList, Sequential};
 pub use dropout::Dropout;
 pub use embedding::Embedding;
 pub use linear::{Identity, Linear};
+pub use quant_linear::{AnyLinear, QuantLinear};
 pub use norm::{LayerNorm, RMSNorm};
 // sequence models: attention, transformers, recurrent layers
 pub use attention::{MhaArgs, MhaOptions, MultiheadAttention};

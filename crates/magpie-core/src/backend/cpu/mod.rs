@@ -8,6 +8,7 @@ pub mod simd;
 pub mod vmath;
 pub mod gemm;
 pub mod norm;
+pub mod quant;
 pub mod rows;
 
 pub use access::{gather, read, scatter_into, to_vec, write};

@@ -38,6 +38,8 @@ pub enum KFile {
     AttentionBwd,
     /// Loss scaling for mixed precision (`amp.rs`).
     Amp,
+    /// Quantized decode GEMV (`quant.rs`).
+    Quant,
 }
 
 impl KFile {
@@ -55,6 +57,7 @@ impl KFile {
             KFile::Attention => "attention",
             KFile::AttentionBwd => "attention_bwd",
             KFile::Amp => "amp",
+            KFile::Quant => "quant_gemv",
         }
     }
     fn body(self) -> &'static str {
@@ -71,6 +74,7 @@ impl KFile {
             KFile::Attention => concat!(include_str!("kernels/attention_common.cuh"), include_str!("kernels/attention.cu")),
             KFile::AttentionBwd => concat!(include_str!("kernels/attention_common.cuh"), include_str!("kernels/attention_bwd.cu")),
             KFile::Amp => include_str!("kernels/amp.cu"),
+            KFile::Quant => include_str!("kernels/quant_gemv.cu"),
         }
     }
 }

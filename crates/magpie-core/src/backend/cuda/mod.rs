@@ -46,6 +46,8 @@ pub mod norm_bwd;
 pub mod loss;
 pub mod optim;
 #[cfg(feature = "cuda")]
+pub mod quant;
+#[cfg(feature = "cuda")]
 pub mod reduce;
 #[cfg(feature = "cuda")]
 pub mod rng;

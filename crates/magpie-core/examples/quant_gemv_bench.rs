@@ -1,0 +1,94 @@
+//! Quantized decode GEMV timings on cuda:0 (`backend::cuda::quant`): Llama-3.2-1B-shaped
+//! matrices (q/o 2048x2048, gate/up 8192x2048, down 2048x8192, lm_head 128256x2048), bf16
+//! activations, timed with CUDA events, reported as GB/s of the bytes a launch must move
+//! (quantized weights + x + y) and as a fraction of a measured device-to-device copy rate
+//! (read + write bytes). Weights rotate over enough copies to exceed the L2 cache.
+//!
+//!     cargo run --release -p magpie-core --example quant_gemv_bench
+
+use cudarc::driver::{result as cu, sys};
+use magpie_core::backend::cpu::quant::QuantType;
+use magpie_core::backend::cuda::device::{device, CudaDevice};
+use magpie_core::backend::cuda::kern::elem_ptr;
+use magpie_core::backend::cuda::memcpy::dtod;
+use magpie_core::backend::cuda::quant::{quant_gemv_raw, QuantGemv};
+use magpie_core::{DType, Device, Error, Result, Tensor};
+
+const GPU: Device = Device::Cuda(0);
+
+fn drv(e: impl std::fmt::Debug) -> Error {
+    Error::device("bench", format!("{e:?}"))
+}
+
+/// Milliseconds per call of `f`, from CUDA events around `iters` calls after a warm-up.
+fn time(dev: &CudaDevice, iters: usize, mut f: impl FnMut(usize) -> Result<()>) -> Result<f64> {
+    for i in 0..3 {
+        f(i)?;
+    }
+    let (a, b) = (cu::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map_err(drv)?, cu::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map_err(drv)?);
+    // SAFETY: live events recorded on the device's live stream, read after synchronizing.
+    unsafe { cu::event::record(a, dev.cu_stream()) }.map_err(drv)?;
+    for i in 0..iters {
+        f(i)?;
+    }
+    unsafe { cu::event::record(b, dev.cu_stream()) }.map_err(drv)?;
+    unsafe { cu::event::synchronize(b) }.map_err(drv)?;
+    let ms = unsafe { cu::event::elapsed(a, b) }.map_err(drv)? as f64 / iters as f64;
+    unsafe {
+        cu::event::destroy(a).ok();
+        cu::event::destroy(b).ok();
+    }
+    Ok(ms)
+}
+
+fn main() -> Result<()> {
+    if !magpie_core::backend::cuda::is_available() {
+        println!("CUDA not available");
+        return Ok(());
+    }
+    let dev = device("bench", 0)?;
+    println!("device: {:?}, {} SMs", dev, dev.sm_count);
+    // device copy rate: 1 GiB device to device
+    let bytes = 1usize << 30;
+    let src = Tensor::zeros(&[bytes / 4])?.to_device(GPU)?;
+    let dst = Tensor::zeros(&[bytes / 4])?.to_device(GPU)?;
+    let (sp, dp) = (elem_ptr("bench", &src)?.0, elem_ptr("bench", &dst)?.0);
+    // SAFETY: both tensors hold `bytes` bytes of live device memory.
+    let ms = time(&dev, 10, |_| unsafe { dtod(&dev, dp, sp, bytes) })?;
+    let copy_gbs = 2.0 * bytes as f64 / ms / 1e6;
+    println!("device copy: {ms:.3} ms per GiB, {copy_gbs:.0} GB/s (read + write)");
+    drop((src, dst));
+
+    let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+    let cases: &[(QuantType, &[usize])] = &[(QuantType::Q4_K, &[1, 2, 4, 8]), (QuantType::Q6_K, &[1]), (QuantType::Q8_0, &[1]), (QuantType::Q4_0, &[1])];
+    for &(ty, rows) in cases {
+        for (name, n, k) in [("q/o 2048x2048", 2048usize, 2048usize), ("gate/up 8192x2048", 8192, 2048), ("down 2048x8192", 2048, 8192), ("lm_head 128256x2048", 128256, 2048)] {
+            let wbytes = ty.matrix_bytes("bench", n, k)?;
+            let host: Vec<u8> = (0..wbytes)
+                .map(|_| {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    (seed >> 24) as u8
+                })
+                .collect();
+            // enough copies to exceed the L2 cache (50 MiB on an H100) several times over
+            let copies = (512usize << 20).div_ceil(wbytes).clamp(2, 64);
+            let ws: Vec<Tensor> = (0..copies).map(|_| Tensor::from_vec(host.clone(), &[wbytes])?.to_device(GPU)).collect::<Result<_>>()?;
+            let wp: Vec<u64> = ws.iter().map(|t| elem_ptr("bench", t).map(|p| p.0)).collect::<Result<_>>()?;
+            for &m in rows {
+                let x = Tensor::randn_on(&[m, k], DType::F32, GPU)?.to_dtype(DType::BF16)?;
+                let y = Tensor::zeros(&[m, n])?.to_dtype(DType::BF16)?.to_device(GPU)?;
+                let (xp, yp) = (elem_ptr("bench", &x)?.0, elem_ptr("bench", &y)?.0);
+                let g = QuantGemv { ty, dtype: DType::BF16, m, n, k };
+                let iters = (2_000_000_000 / wbytes).clamp(20, 400);
+                // SAFETY: each weight copy holds the matrix's bytes; x and y are live and sized.
+                let ms = time(&dev, iters, |i| unsafe { quant_gemv_raw(&dev, &g, wp[i % wp.len()], xp, k, yp, n) })?;
+                let moved = (wbytes + 2 * m * (k + n)) as f64;
+                let gbs = moved / ms / 1e6;
+                println!("{ty} {name} rows={m}: {:.2} us, {gbs:.0} GB/s = {:.0}% of the copy rate", ms * 1e3, 100.0 * gbs / copy_gbs);
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,125 @@
+//! Host side of the quantized decode GEMV (`kernels/quant_gemv.cu`): `y[m, n] = x[m, k] · Wᵀ`
+//! for 1..=8 activation rows, W `[n, k]` in GGUF blocks (Q8_0, Q4_0, Q4_K, Q6_K) on the device,
+//! x and y f32, f16 or bf16 (y in x's dtype), f32 accumulation. On raw device buffers, for
+//! engines that own them, and on `CudaStorage`s with x's layout.
+
+use super::device::CudaDevice;
+use super::kern::{kfunc, KFile};
+use super::launch::{launch, Args};
+use super::storage::CudaStorage;
+use crate::backend::cpu::quant::QuantType;
+use crate::{DType, Error, Layout, Result};
+
+/// The most activation rows one launch takes.
+pub const MAX_ROWS: usize = 8;
+/// Warps per thread block and weight rows per warp (`QG_WARPS`, `QG_NR` in the kernel).
+const WARPS: usize = 8;
+const ROWS_PER_WARP: usize = 2;
+
+/// What one GEMV computes.
+#[derive(Clone, Copy, Debug)]
+pub struct QuantGemv {
+    /// W's block format.
+    pub ty: QuantType,
+    /// x's and y's dtype.
+    pub dtype: DType,
+    /// Activation rows (1..=[`MAX_ROWS`]).
+    pub m: usize,
+    /// Output features (W's rows).
+    pub n: usize,
+    /// Input features (W's columns; a multiple of the block size).
+    pub k: usize,
+}
+
+const NAMES: [[&str; MAX_ROWS]; 4] = [
+    ["quant_gemv_q8_0_r1", "quant_gemv_q8_0_r2", "quant_gemv_q8_0_r3", "quant_gemv_q8_0_r4", "quant_gemv_q8_0_r5", "quant_gemv_q8_0_r6", "quant_gemv_q8_0_r7", "quant_gemv_q8_0_r8"],
+    ["quant_gemv_q4_0_r1", "quant_gemv_q4_0_r2", "quant_gemv_q4_0_r3", "quant_gemv_q4_0_r4", "quant_gemv_q4_0_r5", "quant_gemv_q4_0_r6", "quant_gemv_q4_0_r7", "quant_gemv_q4_0_r8"],
+    ["quant_gemv_q4_k_r1", "quant_gemv_q4_k_r2", "quant_gemv_q4_k_r3", "quant_gemv_q4_k_r4", "quant_gemv_q4_k_r5", "quant_gemv_q4_k_r6", "quant_gemv_q4_k_r7", "quant_gemv_q4_k_r8"],
+    ["quant_gemv_q6_k_r1", "quant_gemv_q6_k_r2", "quant_gemv_q6_k_r3", "quant_gemv_q6_k_r4", "quant_gemv_q6_k_r5", "quant_gemv_q6_k_r6", "quant_gemv_q6_k_r7", "quant_gemv_q6_k_r8"],
+];
+
+impl QuantGemv {
+    /// Checks the sizes and dtype; returns W's byte size.
+    pub fn check(&self) -> Result<usize> {
+        let op = "quant_gemv";
+        if !(1..=MAX_ROWS).contains(&self.m) {
+            return Err(Error::shape(op, format!("takes 1 to {MAX_ROWS} activation rows, got {}", self.m)));
+        }
+        if !matches!(self.dtype, DType::F32 | DType::F16 | DType::BF16) {
+            return Err(Error::dtype(op, format!("activations must be float32, float16 or bfloat16, got {}", self.dtype)));
+        }
+        if self.n > i32::MAX as usize || self.k > i32::MAX as usize {
+            return Err(Error::shape(op, format!("{}x{} is too large for 32-bit row and column indices", self.n, self.k)));
+        }
+        self.ty.matrix_bytes(op, self.n, self.k)
+    }
+
+    fn kernel(&self) -> &'static str {
+        let t = match self.ty {
+            QuantType::Q8_0 => 0,
+            QuantType::Q4_0 => 1,
+            QuantType::Q4_K => 2,
+            QuantType::Q6_K => 3,
+        };
+        NAMES[t][self.m - 1]
+    }
+}
+
+/// Queues the GEMV on `dev`'s stream: `w` (W's blocks), `x` (m rows of k values, row stride
+/// `ldx` elements), `y` (m rows of n values, row stride `ldy`).
+///
+/// # Safety
+/// `w` must address W's `n * k / block * block_bytes` bytes (16-byte aligned for Q4_K, 2-byte
+/// for the others), `x` and `y` live device memory of `dev` of the given rows, strides and dtype;
+/// `y` must not overlap `x` or `w`.
+pub unsafe fn quant_gemv_raw(dev: &CudaDevice, g: &QuantGemv, w: u64, x: u64, ldx: usize, y: u64, ldy: usize) -> Result<()> {
+    let op = "quant_gemv";
+    g.check()?;
+    let align = if g.ty == QuantType::Q4_K { 16 } else { 2 };
+    if !w.is_multiple_of(align) {
+        return Err(Error::value(op, format!("{} weights must be {align}-byte aligned on the device", g.ty)));
+    }
+    if !x.is_multiple_of(g.dtype.size() as u64) || !y.is_multiple_of(g.dtype.size() as u64) || ldx < g.k || ldy < g.n {
+        return Err(Error::value(op, "x and y must be aligned to their dtype with row strides of at least k and n"));
+    }
+    if g.n == 0 {
+        return Ok(());
+    }
+    let f = kfunc(dev, KFile::Quant, g.dtype, g.kernel())?;
+    let per_block = WARPS * ROWS_PER_WARP;
+    let mut a = Args::new();
+    a.push(w).push(x).push(y).push(g.n as i32).push(g.k as i32).push(ldx as i64).push(ldy as i64);
+    launch(dev, op, f, (g.n.div_ceil(per_block) as u32, 1, 1), ((32 * WARPS) as u32, 1, 1), 0, &mut a)
+}
+
+/// [`quant_gemv_raw`] on storages: `w` holds W's blocks (u8), `x` the activations at
+/// `x_layout` (`[m, k]`, unit column stride), `y` m x n contiguous values of x's dtype.
+pub fn quant_gemv(g: &QuantGemv, w: &CudaStorage, x: &CudaStorage, x_layout: &Layout, y: &CudaStorage) -> Result<()> {
+    let op = "quant_gemv";
+    let wbytes = g.check()?;
+    if w.dtype() != DType::U8 || w.len() != wbytes {
+        return Err(Error::value(op, format!("W must be {wbytes} bytes (u8 storage), got {} elements of {}", w.len(), w.dtype())));
+    }
+    if x.dtype() != g.dtype || y.dtype() != g.dtype {
+        return Err(Error::dtype(op, format!("x and y must be {}, got {} and {}", g.dtype, x.dtype(), y.dtype())));
+    }
+    let (shape, strides) = (&x_layout.shape[..], &x_layout.strides[..]);
+    if shape != [g.m, g.k] || (g.k > 1 && strides[1] != 1) || (g.m > 1 && strides[0] < g.k) {
+        return Err(Error::shape(op, format!("x must be [{}, {}] with unit column stride, got shape {shape:?} strides {strides:?}", g.m, g.k)));
+    }
+    let ldx = if g.m > 1 { strides[0] } else { g.k };
+    if x_layout.offset + (g.m - 1) * ldx + g.k > x.len() || y.len() < g.m * g.n {
+        return Err(Error::shape(op, "x's layout or y lies outside its storage"));
+    }
+    if w.device() != x.device() || y.device() != x.device() {
+        return Err(Error::device(op, "W, x and y must be on one device"));
+    }
+    if y.ptr() == x.ptr() || y.ptr() == w.ptr() {
+        return Err(Error::value(op, "y must be a storage of its own (it is x's or W's)"));
+    }
+    let es = g.dtype.size() as u64;
+    // SAFETY: sizes, strides and dtypes were checked against the storages just above; y is its
+    // own allocation (storages are whole allocator blocks, so distinct base addresses do not
+    // overlap).
+    unsafe { quant_gemv_raw(x.cuda_device(), g, w.ptr(), x.ptr() + x_layout.offset as u64 * es, ldx, y.ptr(), g.n) }
+}
