@@ -133,6 +133,8 @@ fn flash_forward_with_grad_equals_without() {
         return;
     }
     let _g = lock();
+    // the flash path for float32 too (by default small float32 cases with autograd take the composite)
+    set_scalar_backward_min_scores(0);
     let mut rng = Rng::new(43);
     for dt in [DType::BF16, DType::F32] {
         let (q, k, v) = (rnd(&mut rng, &[2, 4, 70, 64], dt), rnd(&mut rng, &[2, 4, 70, 64], dt), rnd(&mut rng, &[2, 4, 70, 64], dt));

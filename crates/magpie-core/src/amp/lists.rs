@@ -64,6 +64,9 @@ fn cuda(op: &str) -> Option<Policy> {
         "addcdiv" | "addcmul" | "atan2" | "bilinear" | "cross" | "dot" | "vdot" | "grid_sampler" | "index_put"
         | "tensordot" | "scatter_add" => Promote,
         "binary_cross_entropy" => Banned,
+        // composites in PyTorch (CompositeImplicitAutograd): on CUDA their decompositions reach
+        // log_softmax + nll_loss and diagonal + sum, which the lists above run in float32
+        "cross_entropy_loss" | "trace" => Fp32,
         _ => return None,
     })
 }
