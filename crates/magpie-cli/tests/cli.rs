@@ -68,7 +68,7 @@ fn bad_input_is_one_line() {
     fails_with(&["train", "--bogus"], "unexpected argument '--bogus'");
     fails_with(&["train", "--corpus", &c, "--device", "cuda"], "CUDA is not available");
     fails_with(&["train", "--corpus", &c, "--device", "tpu"], "expected one of cpu, cuda");
-    fails_with(&["train", "--corpus", &c, "--dtype", "bfloat16"], "not supported for training");
+    fails_with(&["train", "--corpus", &c, "--dtype", "int8"], "not supported for training");
     fails_with(&["train", "--corpus", &c, "--resume", "/nonexistent/ck"], "no checkpoint at /nonexistent/ck");
     fails_with(&["sample", "--checkpoint", "/nonexistent/ck"], "no checkpoint at /nonexistent/ck");
     fails_with(&["sample", "--checkpoint", d.path().to_str().unwrap()], "is not a checkpoint");
