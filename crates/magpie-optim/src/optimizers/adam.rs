@@ -144,14 +144,10 @@ fn adamw<T: OptFloat>(g: &ParamGroup, ps: &mut ParamState, p: &mut [T], grad: &[
     adam_update(g, ps, p, grad, true)
 }
 
-/// The fused CUDA step: one kernel per parameter, moments on the device.
-fn adam_update_dev(g: &ParamGroup, ps: &mut ParamState, p: &Tensor, grad: &Tensor, decoupled: bool) -> Result<()> {
+/// The CUDA kernels' scalars for step number `step` (bias corrections from the host).
+fn dev_hyper(g: &ParamGroup, step: f64, decoupled: bool) -> AdamHyper {
     let (lr, b1, b2) = (g.get("lr"), g.get("beta1"), g.get("beta2"));
-    let m = dev_buf(ps, "exp_avg", p)?;
-    let v = dev_buf(ps, "exp_avg_sq", p)?;
-    let vmax = if g.flag("amsgrad") { Some(dev_buf(ps, "max_exp_avg_sq", p)?) } else { None };
-    let step = ps.step + 1.0;
-    let h = AdamHyper {
+    AdamHyper {
         step_size: lr / (1.0 - b1.powf(step)),
         bc2_sqrt: (1.0 - b2.powf(step)).sqrt(),
         beta1: b1,
@@ -161,8 +157,16 @@ fn adam_update_dev(g: &ParamGroup, ps: &mut ParamState, p: &Tensor, grad: &Tenso
         eps: g.get("eps"),
         decoupled,
         maximize: g.flag("maximize"),
-    };
-    adam_step(p, grad, &m, &v, vmax.as_ref(), &h)?;
+    }
+}
+
+/// The fused CUDA step: one kernel per parameter, moments on the device.
+fn adam_update_dev(g: &ParamGroup, ps: &mut ParamState, p: &Tensor, grad: &Tensor, decoupled: bool) -> Result<()> {
+    let m = dev_buf(ps, "exp_avg", p)?;
+    let v = dev_buf(ps, "exp_avg_sq", p)?;
+    let vmax = if g.flag("amsgrad") { Some(dev_buf(ps, "max_exp_avg_sq", p)?) } else { None };
+    let step = ps.step + 1.0;
+    adam_step(p, grad, &m, &v, vmax.as_ref(), &dev_hyper(g, step, decoupled))?;
     ps.step = step;
     Ok(())
 }
@@ -178,7 +182,6 @@ fn adam_group_dev(g: &ParamGroup, items: &mut [DevItem], decoupled: bool) -> Res
         return Ok(());
     }
     let Some(first) = items.first() else { return Ok(()) };
-    let (lr, b1, b2) = (g.get("lr"), g.get("beta1"), g.get("beta2"));
     let step = first.ps.step + 1.0;
     let amsgrad = g.flag("amsgrad");
     let mut bufs = Vec::with_capacity(items.len());
@@ -188,17 +191,7 @@ fn adam_group_dev(g: &ParamGroup, items: &mut [DevItem], decoupled: bool) -> Res
         let x = if amsgrad { Some(dev_buf(&mut it.ps, "max_exp_avg_sq", &it.p)?) } else { None };
         bufs.push((m, v, x));
     }
-    let h = AdamHyper {
-        step_size: lr / (1.0 - b1.powf(step)),
-        bc2_sqrt: (1.0 - b2.powf(step)).sqrt(),
-        beta1: b1,
-        beta2: b2,
-        lr,
-        weight_decay: g.get("weight_decay"),
-        eps: g.get("eps"),
-        decoupled,
-        maximize: g.flag("maximize"),
-    };
+    let h = dev_hyper(g, step, decoupled);
     let list: Vec<AdamItem> = items.iter().zip(&bufs).map(|(it, (m, v, x))| AdamItem { p: &it.p, g: &it.g, m, v, vmax: x.as_ref() }).collect();
     adam_step_multi(&list, &h)?;
     for it in items.iter_mut() {

@@ -22,38 +22,45 @@ extern "C" __global__ void sgd_step(T* __restrict__ p, const T* __restrict__ g, 
     }
 }
 
-// Adam / AdamW (`decoupled`), AMSGrad when `vmax` is not null. The host passes the step's
-// bias corrections: step_size = lr / (1 - beta1^t), bc2_sqrt = sqrt(1 - beta2^t),
-// w1 = 1 - beta1, w2 = 1 - beta2, decay = 1 - lr * wd.
+// One element of Adam / AdamW (`decoupled`), AMSGrad when `vmax` is not null: the update both
+// the single-tensor and the multi-tensor kernels run.
+__device__ __forceinline__ void adam_elem(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ m, T* __restrict__ v,
+                                          T* __restrict__ vmax, i64 i, A step_size, A bc2_sqrt, A w1, A b2, A w2, A decay, A wd,
+                                          A eps, bool l2, int decoupled, int maximize) {
+    A pv = p[i];
+    A d = maximize ? -g[i] : g[i];
+    if (decoupled) {
+        pv = pv * decay;
+    } else if (l2) {
+        d = d + wd * pv;
+    }
+    A mi = m[i], vi = v[i];
+    mi = mi + w1 * (d - mi);
+    vi = vi * b2 + w2 * d * d;
+    m[i] = mi;
+    v[i] = vi;
+    A denom;
+    if (vmax) {
+        A vm = vmax[i];
+        vm = (vm != vm || vi > vm) ? vi : vm;  // Rust's f32::max: a NaN side loses
+        vmax[i] = vm;
+        denom = m_sqrt(vm) / bc2_sqrt + eps;
+    } else {
+        denom = m_sqrt(vi) / bc2_sqrt + eps;
+    }
+    p[i] = pv - step_size * (mi / denom);
+}
+
+// Adam / AdamW over one tensor. The host passes the step's bias corrections:
+// step_size = lr / (1 - beta1^t), bc2_sqrt = sqrt(1 - beta2^t), w1 = 1 - beta1, w2 = 1 - beta2,
+// decay = 1 - lr * wd.
 extern "C" __global__ void adam_step(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ m, T* __restrict__ v,
                                      T* __restrict__ vmax, i64 n, double step_size_, double bc2_sqrt_, double w1_, double b2_,
                                      double w2_, double decay_, double wd_, double eps_, int decoupled, int maximize) {
     const A step_size = (A)step_size_, bc2_sqrt = (A)bc2_sqrt_, w1 = (A)w1_, b2 = (A)b2_, w2 = (A)w2_, decay = (A)decay_,
             wd = (A)wd_, eps = (A)eps_;
-    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
-        A pv = p[i];
-        A d = maximize ? -g[i] : g[i];
-        if (decoupled) {
-            pv = pv * decay;
-        } else if (wd_ != 0.0) {
-            d = d + wd * pv;
-        }
-        A mi = m[i], vi = v[i];
-        mi = mi + w1 * (d - mi);
-        vi = vi * b2 + w2 * d * d;
-        m[i] = mi;
-        v[i] = vi;
-        A denom;
-        if (vmax) {
-            A vm = vmax[i];
-            vm = (vm != vm || vi > vm) ? vi : vm;  // Rust's f32::max: a NaN side loses
-            vmax[i] = vm;
-            denom = m_sqrt(vm) / bc2_sqrt + eps;
-        } else {
-            denom = m_sqrt(vi) / bc2_sqrt + eps;
-        }
-        p[i] = pv - step_size * (mi / denom);
-    }
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x)
+        adam_elem(p, g, m, v, vmax, i, step_size, bc2_sqrt, w1, b2, w2, decay, wd, eps, wd_ != 0.0, decoupled, maximize);
 }
 
 // The sum of squares of x (n elements, contiguous) added into acc[0] (double for float inputs
@@ -93,30 +100,8 @@ extern "C" __global__ void adam_step_multi(const MtList l, const MtAdam h) {
     const i64 n = l.n[t];
     const A step_size = (A)h.step_size, bc2_sqrt = (A)h.bc2_sqrt, w1 = (A)h.w1, b2 = (A)h.b2, w2 = (A)h.w2, decay = (A)h.decay,
             wd = (A)h.wd, eps = (A)h.eps;
-    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
-        A pv = p[i];
-        A d = h.maximize ? -g[i] : g[i];
-        if (h.decoupled) {
-            pv = pv * decay;
-        } else if (h.wd != 0.0) {
-            d = d + wd * pv;
-        }
-        A mi = m[i], vi = v[i];
-        mi = mi + w1 * (d - mi);
-        vi = vi * b2 + w2 * d * d;
-        m[i] = mi;
-        v[i] = vi;
-        A denom;
-        if (vmax) {
-            A vm = vmax[i];
-            vm = (vm != vm || vi > vm) ? vi : vm;
-            vmax[i] = vm;
-            denom = m_sqrt(vm) / bc2_sqrt + eps;
-        } else {
-            denom = m_sqrt(vi) / bc2_sqrt + eps;
-        }
-        p[i] = pv - step_size * (mi / denom);
-    }
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x)
+        adam_elem(p, g, m, v, vmax, i, step_size, bc2_sqrt, w1, b2, w2, decay, wd, eps, h.wd != 0.0, h.decoupled, h.maximize);
 }
 
 // acc[0] += sum of squares of every listed tensor (l.a).
