@@ -42,18 +42,6 @@ pub(crate) fn q3_k(b: &[u8], o: &mut [f32]) {
     }
 }
 
-/// Unpacks Q4_K/Q5_K's 12 bytes of 6-bit scales and minimums (8 of each).
-fn scale_min_k4(s: &[u8]) -> ([u8; 8], [u8; 8]) {
-    let mut sc = [0u8; 8];
-    let mut mn = [0u8; 8];
-    for j in 0..4 {
-        sc[j] = s[j] & 0x3F;
-        mn[j] = s[4 + j] & 0x3F;
-        sc[4 + j] = (s[8 + j] & 0x0F) | ((s[j] >> 2) & 0x30);
-        mn[4 + j] = (s[8 + j] >> 4) | ((s[4 + j] >> 2) & 0x30);
-    }
-    (sc, mn)
-}
 
 /// Q4_K: f16 d, f16 dmin, 12 bytes of scales/minimums, 128 bytes of nibbles. Element
 /// `64c + 32s + l` is nibble `s` of byte `32c + l`, in sub-block `2c + s`;
@@ -61,7 +49,7 @@ fn scale_min_k4(s: &[u8]) -> ([u8; 8], [u8; 8]) {
 pub(crate) fn q4_k(b: &[u8], o: &mut [f32]) {
     let d = f16_at(b, 0);
     let dmin = f16_at(b, 2);
-    let (sc, mn) = scale_min_k4(&b[4..16]);
+    let (sc, mn) = magpie_core::backend::cpu::quant::q4_k::scale_min(&b[4..16]);
     let qs = &b[16..144];
     for (i, x) in o.iter_mut().enumerate() {
         let (c, s, l) = (i / 64, (i / 32) % 2, i % 32);
@@ -75,7 +63,7 @@ pub(crate) fn q4_k(b: &[u8], o: &mut [f32]) {
 pub(crate) fn q5_k(b: &[u8], o: &mut [f32]) {
     let d = f16_at(b, 0);
     let dmin = f16_at(b, 2);
-    let (sc, mn) = scale_min_k4(&b[4..16]);
+    let (sc, mn) = magpie_core::backend::cpu::quant::q4_k::scale_min(&b[4..16]);
     let (qh, qs) = (&b[16..48], &b[48..176]);
     for (i, x) in o.iter_mut().enumerate() {
         let (c, s, l) = (i / 64, (i / 32) % 2, i % 32);
