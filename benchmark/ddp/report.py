@@ -1,6 +1,7 @@
 """Markdown table of benchmark/ddp: tokens/s at 1 and N GPUs, torch-magpie (ddp-bench) and
 PyTorch DDP (train_ddp_torch.py under torchrun), from the same run on the same machine, with the
-scaling efficiency (N-GPU tokens/s over N x 1-GPU tokens/s). Usage: report.py ALL.jsonl [GPU name]"""
+scaling efficiency (N-GPU tokens/s over N x 1-GPU tokens/s), and NCCL's all-reduce bandwidth.
+Usage: report.py ALL.jsonl [ALLREDUCE.jsonl]"""
 import json, sys
 
 
@@ -10,7 +11,8 @@ def load(p):
 
 
 rows = load(sys.argv[1])
-gpu = next((r.get("gpu") for r in rows if r.get("gpu")), sys.argv[2] if len(sys.argv) > 2 else "unknown GPU")
+bw = load(sys.argv[2]) if len(sys.argv) > 2 else []
+gpu = next((r.get("gpu") for r in rows if r.get("gpu")), "unknown GPU")
 torch_ver = next((r["impl"] for r in rows if r["impl"].startswith("PyTorch")), "PyTorch")
 nccl = next((r.get("nccl") for r in rows if r.get("nccl")), "?")
 worlds = sorted({r["world_size"] for r in rows})
@@ -40,3 +42,9 @@ for r in rows:
     if r["impl"] == "torch-magpie" and r["world_size"] == big:
         print(f"\n- torch-magpie {r['dtype']}: {r['params']} parameters = {r['grad_bytes'] / 1e6:.1f} MB of float32 gradients "
               f"all-reduced per step in {r['buckets']} buckets")
+if bw:
+    print("\nNCCL all-reduce between the GPUs (float32, median of 20, through PyTorch):\n")
+    print("| size | time | algorithm bandwidth | bus bandwidth |")
+    print("|---:|---:|---:|---:|")
+    for r in bw:
+        print(f"| {r['allreduce_mib']} MiB | {r['ms']:.3f} ms | {r['algbw_gbps']:.0f} GB/s | {r['busbw_gbps']:.0f} GB/s |")

@@ -21,5 +21,6 @@ out=$(mktemp -d)
 "$BIN" --nproc-per-node "$N" "$@" | tee -a "$out/all.jsonl"
 $PY benchmark/ddp/train_ddp_torch.py "$@" | tee -a "$out/all.jsonl"
 $PY -m torch.distributed.run --nproc-per-node "$N" --master-port 29520 benchmark/ddp/train_ddp_torch.py "$@" | tee -a "$out/all.jsonl"
-$PY benchmark/ddp/report.py "$out/all.jsonl" | tee benchmark/ddp/results.md
-cp "$out/all.jsonl" benchmark/ddp/all.jsonl
+$PY -m torch.distributed.run --nproc-per-node "$N" --master-port 29521 benchmark/ddp/allreduce_bw.py | tee "$out/allreduce.jsonl"
+$PY benchmark/ddp/report.py "$out/all.jsonl" "$out/allreduce.jsonl" | tee benchmark/ddp/results.md
+cp "$out/all.jsonl" "$out/allreduce.jsonl" benchmark/ddp/

@@ -74,6 +74,7 @@ impl Work {
     }
 
     fn order_compute(&mut self) -> Result<()> {
+        self.inner.shared.park_if_fired();
         self.done.block(self.inner.device.cu_stream())?;
         self.keep.clear();
         Ok(())
@@ -105,6 +106,7 @@ impl Drop for Work {
 fn host_wait(inner: &Inner, ev: &StreamEvent, what: &str) -> Result<()> {
     let t0 = Instant::now();
     loop {
+        inner.shared.park_if_fired();
         match ev.status() {
             Status::Done => return Ok(()),
             Status::Failed(e) => return Err(Error::device(what, e)),
@@ -119,7 +121,7 @@ fn host_wait(inner: &Inner, ev: &StreamEvent, what: &str) -> Result<()> {
 }
 
 /// A CUDA tensor's device address, checked: on `dev`, contiguous, a dtype NCCL takes.
-fn address(op: &str, t: &Tensor, dev: &CudaDevice) -> Result<u64> {
+pub(crate) fn address(op: &str, t: &Tensor, dev: &CudaDevice) -> Result<u64> {
     match t.device() {
         Device::Cuda(n) if n == dev.ordinal => {}
         d => return Err(Error::device(op, format!("this rank's collectives take tensors on cuda:{}, got one on {d}", dev.ordinal))),
@@ -136,7 +138,7 @@ fn address(op: &str, t: &Tensor, dev: &CudaDevice) -> Result<u64> {
 }
 
 /// Marks an in-place write by a collective (bumps the version counter autograd checks).
-fn mark_written(t: &Tensor) {
+pub(crate) fn mark_written(t: &Tensor) {
     drop(t.storage().write());
 }
 
@@ -204,6 +206,10 @@ impl ProcessGroup {
     pub fn device(&self) -> Device {
         Device::Cuda(self.inner.device.ordinal)
     }
+    /// This rank's CUDA device.
+    pub(crate) fn cuda_device(&self) -> &Arc<CudaDevice> {
+        &self.inner.device
+    }
     /// The collective timeout.
     pub fn timeout(&self) -> Duration {
         self.inner.shared.timeout
@@ -213,6 +219,7 @@ impl ProcessGroup {
     fn launch(&self, what: &str, keep: Vec<Tensor>, f: impl FnOnce(&Comm, CUstream) -> Result<()>) -> Result<Work> {
         let inner = &self.inner;
         let _g = inner.enqueue.lock().unwrap_or_else(|e| e.into_inner());
+        inner.shared.park_if_fired();
         if inner.shared.comm.load(Ordering::SeqCst) == 0 {
             return Err(Error::value(what, "the process group has been shut down"));
         }

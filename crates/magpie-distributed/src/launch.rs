@@ -185,15 +185,18 @@ pub fn launch(cfg: &LaunchConfig, program: &Path, args: &[OsString]) -> Result<(
             stop_deadline.get_or_insert(Instant::now() + cfg.grace);
         }
         let mut alive = 0;
+        // failures seen in this round: the rank whose own error started it is preferred over
+        // ranks the watchdog ended because of it (their exit status is FAULT_EXIT_CODE)
+        let mut round: Vec<(bool, String)> = Vec::new();
         for (local, slot) in children.iter_mut() {
             let Some(c) = slot else { continue };
             match c.try_wait() {
                 Ok(Some(status)) => {
                     let pid = c.id();
                     *slot = None;
-                    if !status.success() && failure.is_none() {
-                        failure = Some(format!("rank {} (local rank {local}, pid {pid}) failed with {}", rank_of(*local), describe(status)));
-                        stop_deadline.get_or_insert(Instant::now() + cfg.grace);
+                    if !status.success() {
+                        let follower = status.code() == Some(crate::watchdog::FAULT_EXIT_CODE);
+                        round.push((follower, format!("rank {} (local rank {local}, pid {pid}) failed with {}", rank_of(*local), describe(status))));
                     }
                 }
                 Ok(None) => alive += 1,
@@ -202,6 +205,11 @@ pub fn launch(cfg: &LaunchConfig, program: &Path, args: &[OsString]) -> Result<(
                     failure.get_or_insert(format!("waiting for rank {} failed: {e}", rank_of(*local)));
                 }
             }
+        }
+        if failure.is_none() && !round.is_empty() {
+            round.sort_by_key(|(follower, _)| *follower);
+            failure = round.into_iter().next().map(|(_, m)| m);
+            stop_deadline.get_or_insert(Instant::now() + cfg.grace);
         }
         if alive == 0 {
             break;

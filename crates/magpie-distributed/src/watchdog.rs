@@ -39,6 +39,20 @@ impl Shared {
         Arc::new(Shared { rank, timeout, pending: Mutex::new(VecDeque::new()), comm: AtomicUsize::new(0), stop: AtomicBool::new(false), fired: AtomicBool::new(false) })
     }
 
+    /// True once [`Shared::fatal`] has started ending the process.
+    pub(crate) fn fired(&self) -> bool {
+        self.fired.load(Ordering::SeqCst)
+    }
+
+    /// Called on the paths that would hand results to the program (a collective, a wait): once
+    /// the watchdog has aborted the communicator, results are garbage and the process is about to
+    /// end with the watchdog's message and status, so the caller waits for that instead.
+    pub(crate) fn park_if_fired(&self) {
+        while self.fired() {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     pub(crate) fn push(&self, p: Pending) {
         self.pending.lock().unwrap_or_else(|e| e.into_inner()).push_back(p);
     }
