@@ -1,10 +1,16 @@
 //! `magpie train`: trains a small GPT on a corpus (by default this project's own Rust sources,
 //! embedded at build time) with a progress bar, periodic validation against the unigram
 //! baseline, checkpoints, and a generated sample at the end.
+//!
+//! Data parallel: `--nproc-per-node N` starts N copies of this command (one per GPU) through
+//! `magpie_distributed::launch`; a copy started with `RANK` set (by that launcher or torchrun)
+//! joins the job, trains on its share of each global batch of `--batch-size` rows, and only
+//! rank 0 prints, writes checkpoints and samples.
 
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use magpie_core::{Error, Result};
+use magpie_distributed::{launch, DistEnv, LaunchConfig, ProcessGroup};
 use magpie_models::data::{Dataset, Split};
 use magpie_models::generate::{generate_char as generate, SampleConfig};
 use magpie_models::gpt::GptConfig;
@@ -74,6 +80,29 @@ pub struct TrainArgs {
     /// Characters to generate at the end (0 = none).
     #[arg(long, default_value_t = 300)]
     pub sample_tokens: usize,
+    /// End this run after N steps (the schedule still spans --steps) with a checkpoint, for
+    /// --resume to continue, at any world size (0 = run to the end).
+    #[arg(long, default_value_t = 0)]
+    pub stop_after: usize,
+    /// Append each step's training loss to this file as JSON lines ({"step": N, "loss": L}).
+    #[arg(long)]
+    pub loss_log: Option<PathBuf>,
+    /// Data parallel: start this many processes on this node, one per GPU (needs --device cuda).
+    /// --batch-size is then the global batch, split evenly over all ranks.
+    #[arg(long)]
+    pub nproc_per_node: Option<usize>,
+    /// Data parallel over several machines: the number of nodes (run the same command on each).
+    #[arg(long, default_value_t = 1)]
+    pub nnodes: usize,
+    /// This node's index, 0..nnodes.
+    #[arg(long, default_value_t = 0)]
+    pub node_rank: usize,
+    /// Address of node 0, where rank 0 listens (needed with --nnodes above 1) [default: 127.0.0.1].
+    #[arg(long)]
+    pub master_addr: Option<String>,
+    /// Port rank 0 listens on.
+    #[arg(long, default_value_t = 29500)]
+    pub master_port: u16,
 }
 
 fn read_corpus(path: &Option<PathBuf>) -> Result<(String, String)> {
@@ -120,9 +149,60 @@ fn fmt_params(n: usize) -> String {
     }
 }
 
-/// Runs `magpie train`.
+/// Runs `magpie train`: as the launcher of `--nproc-per-node` ranks, as one rank of a job
+/// (`RANK` set), or as a plain single-process run.
 pub fn run(a: TrainArgs) -> Result<()> {
+    let cuda_device = |a: &TrainArgs| -> Result<()> {
+        match a.device.as_deref() {
+            None => Ok(()),
+            Some(d) if d == "cuda" || d.starts_with("cuda:") => Ok(()),
+            Some(d) => Err(Error::value("train", format!("data-parallel training runs on GPUs (--device cuda), not --device {d}"))),
+        }
+    };
+    if DistEnv::is_launched() {
+        cuda_device(&a)?;
+        let env = DistEnv::from_env()?;
+        let pg = ProcessGroup::init(&env)?;
+        let res = train(a, Some((&env, &pg)));
+        if res.is_ok() {
+            // a clean goodbye, so the other ranks do not take this exit for a crash
+            pg.shutdown()?;
+        }
+        return res;
+    }
+    if let Some(n) = a.nproc_per_node {
+        let cfg = LaunchConfig {
+            nproc_per_node: n,
+            nnodes: a.nnodes,
+            node_rank: a.node_rank,
+            master_addr: a.master_addr.clone().unwrap_or_else(|| "127.0.0.1".into()),
+            master_port: a.master_port,
+            ..LaunchConfig::default()
+        };
+        cfg.validate(a.master_addr.is_some())?;
+        if a.device.is_none() && a.resume.is_none() {
+            return Err(Error::value("train", "--nproc-per-node needs --device cuda (one process per GPU)"));
+        }
+        cuda_device(&a)?;
+        magpie_core::backend::cuda::require("train")?;
+        let gpus = magpie_core::backend::cuda::device_count();
+        if n > gpus {
+            return Err(Error::value("train", format!("--nproc-per-node {n} needs {n} GPUs, this machine has {gpus}")));
+        }
+        let exe = std::env::current_exe().map_err(|e| Error::io("train", format!("cannot find this program to start the ranks: {e}")))?;
+        let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+        return launch::launch(&cfg, &exe, &args);
+    }
+    if a.nnodes != 1 || a.node_rank != 0 || a.master_addr.is_some() {
+        return Err(Error::value("train", "--nnodes, --node-rank and --master-addr need --nproc-per-node"));
+    }
+    train(a, None)
+}
+
+fn train(a: TrainArgs, dist: Option<(&DistEnv, &ProcessGroup)>) -> Result<()> {
     let (text, corpus_name) = read_corpus(&a.corpus)?;
+    // each rank on its own GPU, whatever the checkpoint or --device say
+    let rank_device = dist.map(|(e, _)| format!("cuda:{}", e.local_rank));
     let mut trainer = match &a.resume {
         Some(dir) => {
             let flags = explicit_model_flags(&a);
@@ -131,7 +211,7 @@ pub fn run(a: TrainArgs) -> Result<()> {
             }
             let tok = magpie_models::trainer::load_for_inference(dir)?.1;
             let ids = tok.encode(&text).map_err(|e| Error::value("train", format!("the corpus does not fit the checkpoint's tokenizer: {e}")))?;
-            let t = Trainer::load(dir, Some(corpus_id(&ids)))?;
+            let t = Trainer::load_on(dir, Some(corpus_id(&ids)), rank_device.as_deref())?;
             if t.step >= t.config.steps {
                 return Err(Error::value("train", format!("checkpoint {} already finished its {} steps", dir.display(), t.config.steps)));
             }
@@ -159,25 +239,36 @@ pub fn run(a: TrainArgs) -> Result<()> {
                 warmup_steps: (steps / 20).min(100),
                 seed: a.seed.unwrap_or(1337),
                 dtype: a.dtype.clone().unwrap_or_else(|| "float32".into()),
-                device: a.device.clone().unwrap_or_else(|| "cpu".into()),
+                device: rank_device.clone().or_else(|| a.device.clone()).unwrap_or_else(|| "cpu".into()),
                 ..TrainConfig::default()
             };
             tcfg.validate()?;
             Trainer::new(mcfg, tcfg, tok, corpus_id(&ids))?
         }
     };
+    if let Some((_, pg)) = dist {
+        trainer.distribute(pg)?;
+    }
+    let main = trainer.is_main();
+    // only rank 0 talks
+    macro_rules! say {
+        ($($t:tt)*) => { if main { println!($($t)*); } };
+    }
     let ids = trainer.tokenizer.encode(&text)?;
     let data = Dataset::new(ids, trainer.config.val_fraction, trainer.model.config.block_size)?;
     let baseline = data.unigram_entropy(trainer.tokenizer.vocab_size());
     let (mc, tc) = (trainer.model.config.clone(), trainer.config.clone());
-    println!(
+    if let Some((e, _)) = dist {
+        say!("data parallel: {} ranks ({} per node), {} rows of each batch of {} per rank", e.world_size, e.local_world_size, tc.batch_size / e.world_size, tc.batch_size);
+    }
+    say!(
         "corpus: {corpus_name}: {} characters, vocabulary {} ({} train / {} val tokens)",
         text.chars().count(),
         mc.vocab_size,
         data.train.len(),
         data.val.len()
     );
-    println!(
+    say!(
         "model: GPT, {} layers, {} heads, n_embd {}, block {}, {} parameters ({}, {})",
         mc.n_layer,
         mc.n_head,
@@ -190,7 +281,7 @@ pub fn run(a: TrainArgs) -> Result<()> {
         },
         tc.device
     );
-    println!(
+    say!(
         "training: {} steps of {}x{} tokens, AdamW lr {:.1e} (warmup {}, cosine to {:.1e}), seed {}{}",
         tc.steps,
         tc.batch_size,
@@ -201,9 +292,9 @@ pub fn run(a: TrainArgs) -> Result<()> {
         tc.seed,
         if trainer.step > 0 { format!(", resuming at step {}", trainer.step) } else { String::new() }
     );
-    println!("unigram baseline (entropy of the training characters): {baseline:.4} nats");
+    say!("unigram baseline (entropy of the training characters): {baseline:.4} nats");
 
-    let bar = ProgressBar::new(tc.steps as u64);
+    let bar = if main { ProgressBar::new(tc.steps as u64) } else { ProgressBar::hidden() };
     bar.set_style(
         ProgressStyle::with_template("{bar:30} {pos}/{len} {msg} [{elapsed_precise} < {eta}]")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
@@ -213,8 +304,13 @@ pub fn run(a: TrainArgs) -> Result<()> {
     let t0 = Instant::now();
     let start_step = trainer.step;
     let mut last_val = None;
-    while trainer.step < tc.steps {
+    let stop_at = if a.stop_after > 0 { (start_step + a.stop_after).min(tc.steps) } else { tc.steps };
+    while trainer.step < stop_at {
         let loss = trainer.train_step(&data)?;
+        if let (true, Some(p)) = (main, &a.loss_log) {
+            let mut f = std::fs::OpenOptions::new().create(true).append(true).open(p).map_err(|e| Error::io("train", format!("cannot write {}: {e}", p.display())))?;
+            writeln!(f, "{{\"step\": {}, \"loss\": {loss}}}", trainer.step).map_err(|e| Error::io("train", format!("cannot write {}: {e}", p.display())))?;
+        }
         let done = trainer.step - start_step;
         let tps = done as f64 * tokens_per_step / t0.elapsed().as_secs_f64().max(1e-9);
         bar.set_position(trainer.step as u64);
@@ -225,10 +321,10 @@ pub fn run(a: TrainArgs) -> Result<()> {
             let va = trainer.evaluate(&data, Split::Val)?;
             last_val = Some(va);
             bar.suspend(|| {
-                println!("step {:>5}: train loss {tr:.4}, val loss {va:.4} (unigram baseline {baseline:.4}), lr {:.2e}, {tps:.0} tok/s", trainer.step, trainer.lr())
+                say!("step {:>5}: train loss {tr:.4}, val loss {va:.4} (unigram baseline {baseline:.4}), lr {:.2e}, {tps:.0} tok/s", trainer.step, trainer.lr())
             });
         }
-        if (a.save_every > 0 && trainer.step % a.save_every == 0) || last {
+        if main && ((a.save_every > 0 && trainer.step % a.save_every == 0) || last) {
             trainer.save(&a.out)?;
             if !last {
                 bar.suspend(|| println!("step {:>5}: checkpoint saved to {}", trainer.step, a.out.display()));
@@ -236,6 +332,14 @@ pub fn run(a: TrainArgs) -> Result<()> {
         }
     }
     bar.finish_and_clear();
+    if !main {
+        return Ok(());
+    }
+    if trainer.step < tc.steps {
+        trainer.save(&a.out)?;
+        println!("stopped after {} steps at step {} of {}; checkpoint in {} (continue with --resume {})", trainer.step - start_step, trainer.step, tc.steps, a.out.display(), a.out.display());
+        return Ok(());
+    }
     let secs = t0.elapsed().as_secs_f64();
     println!(
         "done: {} steps in {secs:.1} s ({:.0} tokens/s); final val loss {:.4} vs unigram baseline {baseline:.4}; checkpoint in {}",

@@ -73,6 +73,34 @@ fn bad_input_is_one_line() {
     fails_with(&["sample", "--checkpoint", "/nonexistent/ck"], "no checkpoint at /nonexistent/ck");
     fails_with(&["sample", "--checkpoint", d.path().to_str().unwrap()], "is not a checkpoint");
     fails_with(&["sample", "--checkpoint", &out, "--temperature=-1"], "temperature must be >= 0");
+    // data parallel: launcher flags are checked before anything starts
+    fails_with(&["train", "--corpus", &c, "--nproc-per-node", "0", "--device", "cuda"], "--nproc-per-node must be at least 1");
+    fails_with(&["train", "--corpus", &c, "--nproc-per-node", "2", "--nnodes", "2", "--device", "cuda"], "--nnodes 2 needs --master-addr");
+    fails_with(&["train", "--corpus", &c, "--nproc-per-node", "2", "--nnodes", "2", "--node-rank", "2", "--master-addr", "10.0.0.1", "--device", "cuda"], "--node-rank 2 must be below --nnodes 2");
+    fails_with(&["train", "--corpus", &c, "--nproc-per-node", "2", "--master-port", "0", "--device", "cuda"], "--master-port");
+    fails_with(&["train", "--corpus", &c, "--nproc-per-node", "2", "--device", "cpu"], "runs on GPUs (--device cuda), not --device cpu");
+    fails_with(&["train", "--corpus", &c, "--nproc-per-node", "2"], "--nproc-per-node needs --device cuda");
+    fails_with(&["train", "--corpus", &c, "--nnodes", "2"], "need --nproc-per-node");
     // nothing was written by the failed runs
     assert!(!Path::new(&out).exists());
+}
+
+#[test]
+fn a_rank_with_bad_environment_is_one_line() {
+    let d = tempfile::tempdir().unwrap();
+    let c = corpus(d.path());
+    for (vars, needle) in [
+        (vec![("RANK", "0"), ("WORLD_SIZE", "two")], "WORLD_SIZE=\"two\" is not a valid number"),
+        (vec![("RANK", "3"), ("WORLD_SIZE", "2")], "RANK=3 is not below WORLD_SIZE=2"),
+        (vec![("RANK", "0"), ("WORLD_SIZE", "2"), ("MASTER_PORT", "http")], "MASTER_PORT=\"http\""),
+    ] {
+        let mut cmd = std::process::Command::new(common::bin());
+        cmd.args(["train", "--corpus", &c, "--device", "cuda"]);
+        for (k, v) in &vars {
+            cmd.env(k, v);
+        }
+        let o = cmd.output().unwrap();
+        let err = text(&o.stderr);
+        assert!(!o.status.success() && err.lines().count() == 1 && err.contains(needle), "{vars:?}: {err}");
+    }
 }

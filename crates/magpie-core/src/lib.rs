@@ -34,7 +34,7 @@ pub use element::Element;
 pub use error::{Error, Result};
 pub use layout::Layout;
 pub use scalar::Scalar;
-pub use tensor::{GradHook, Tensor};
+pub use tensor::{GradHook, PostAccumulateGradHook, Tensor};
 
 /// The examples of `docs/autograd.md` (custom function, gradient penalty, HVP, views and
 /// in-place ops) run as doctests.

@@ -15,6 +15,10 @@ static NEXT_ID: AtomicUsize = AtomicUsize::new(1);
 /// A hook run on a tensor's gradient during backward; it may replace the gradient.
 pub type GradHook = Box<dyn Fn(&Tensor) -> Result<Option<Tensor>> + Send + Sync>;
 
+/// A hook run on a leaf during backward once its gradient for this pass is complete and has been
+/// accumulated into `.grad` (PyTorch's `register_post_accumulate_grad_hook`); it sees the leaf.
+pub type PostAccumulateGradHook = Box<dyn Fn(&Tensor) -> Result<()> + Send + Sync>;
+
 /// An n-dimensional array on a device, with an optional autograd history.
 /// Cloning a `Tensor` clones the handle, not the data (as assigning a tensor in Python does).
 #[derive(Clone)]
@@ -33,6 +37,8 @@ pub struct TensorImpl {
     /// The node that produced this tensor and which of its outputs it is; None for leaves.
     pub(crate) grad_fn: RwLock<Option<(Arc<Node>, usize)>>,
     pub(crate) hooks: Mutex<Vec<Arc<GradHook>>>,
+    /// Leaves only: run after each backward pass has accumulated the leaf's gradient.
+    pub(crate) post_accumulate_hooks: Mutex<Vec<Arc<PostAccumulateGradHook>>>,
     /// For views: the tensor this one is a view of (PyTorch's `._base`).
     pub(crate) base: Option<Tensor>,
     /// For views: the storage version when `grad_fn` was last set. A write to the storage since
@@ -62,6 +68,7 @@ impl Tensor {
             grad: Mutex::new(None),
             grad_fn: RwLock::new(None),
             hooks: Mutex::new(Vec::new()),
+            post_accumulate_hooks: Mutex::new(Vec::new()),
             attr_version: AtomicU64::new(version),
             creation: AtomicU8::new(autograd::view::creation_of(base.as_ref())),
             base,
@@ -289,6 +296,23 @@ impl Tensor {
     }
     pub(crate) fn hooks(&self) -> Vec<Arc<GradHook>> {
         self.0.hooks.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+    /// `tensor.register_post_accumulate_grad_hook(f)`: on a leaf that requires grad, `f` runs
+    /// during `backward` as soon as this pass's gradient of the leaf is complete and accumulated
+    /// into `.grad` (before the rest of the backward pass has run), in registration order. Data
+    /// parallelism starts each gradient's all-reduce from here. `autograd::grad` does not run it.
+    pub fn register_post_accumulate_grad_hook(&self, f: impl Fn(&Tensor) -> Result<()> + Send + Sync + 'static) -> Result<()> {
+        if !self.requires_grad() {
+            return Err(Error::autograd("register_post_accumulate_grad_hook", "cannot register a hook on a tensor that doesn't require gradient"));
+        }
+        if !self.is_leaf() {
+            return Err(Error::autograd("register_post_accumulate_grad_hook", "post accumulate grad hooks cannot be registered on non-leaf tensors"));
+        }
+        self.0.post_accumulate_hooks.lock().unwrap_or_else(|e| e.into_inner()).push(Arc::new(Box::new(f)));
+        Ok(())
+    }
+    pub(crate) fn post_accumulate_hooks(&self) -> Vec<Arc<PostAccumulateGradHook>> {
+        self.0.post_accumulate_hooks.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
     /// `tensor.detach()`: the same data with no history.
     /// It shares the storage and version counter but is not a view for autograd (`._base` is None).

@@ -448,3 +448,56 @@ fn inplace_unary_on_a_non_leaf_keeps_the_gradient() {
         assert!((gi - 2.0 * (2.0 * xi).exp()).abs() < 1e-12, "{g:?}");
     }
 }
+
+#[test]
+fn post_accumulate_grad_hook_fires_when_the_leaf_is_done() -> Result<()> {
+    // a two-layer chain: w2's gradient is complete before the node leading to w1 has run, so its
+    // hook must fire first, and each hook sees the leaf's accumulated `.grad`
+    let x = t(&[1., 2.]);
+    let w1 = leaf(&[0.5, -1.]);
+    let w2 = leaf(&[3., 4.]);
+    let log: Arc<std::sync::Mutex<Vec<(&'static str, Vec<f64>)>>> = Arc::default();
+    for (name, w) in [("w1", &w1), ("w2", &w2)] {
+        let log = log.clone();
+        w.register_post_accumulate_grad_hook(move |p| {
+            log.lock().unwrap().push((name, vals(&p.grad().unwrap())));
+            Ok(())
+        })?;
+    }
+    // h = x * w1 (used twice: the hook must wait for both uses), y = sum(h * w2 + h)
+    let h = x.mul(&w1)?;
+    let y = h.mul(&w2)?.add(&h)?.sum()?;
+    y.backward()?;
+    {
+        let l = log.lock().unwrap();
+        assert_eq!(l.len(), 2, "one call per leaf and pass: {l:?}");
+        assert_eq!(l[0].0, "w2");
+        close(&l[0].1, &[0.5, -2.]); // h
+        assert_eq!(l[1].0, "w1");
+        close(&l[1].1, &[4., 10.]); // x * (w2 + 1)
+    }
+    // a second pass: the hook sees the sum of both passes
+    x.mul(&w1)?.sum()?.backward()?;
+    let l = log.lock().unwrap();
+    assert_eq!(l.len(), 3);
+    assert_eq!(l[2].0, "w1");
+    close(&l[2].1, &[5., 12.]);
+    // not on non-leaves, nor on tensors without grad
+    assert!(h.register_post_accumulate_grad_hook(|_| Ok(())).is_err());
+    assert!(x.register_post_accumulate_grad_hook(|_| Ok(())).is_err());
+    // autograd::grad leaves `.grad` alone and runs no post-accumulate hook
+    let n = l.len();
+    drop(l);
+    autograd::grad(&[x.mul(&w2)?.sum()?], &[w2.clone()], &[], false, false, false)?;
+    assert_eq!(log.lock().unwrap().len(), n);
+    Ok(())
+}
+
+#[test]
+fn post_accumulate_grad_hook_error_is_returned() -> Result<()> {
+    let w = leaf(&[1.]);
+    w.register_post_accumulate_grad_hook(|_| Err(magpie_core::Error::value("hook", "stop")))?;
+    let e = w.mul_scalar(2.0)?.sum()?.backward().unwrap_err();
+    assert!(e.to_string().contains("stop"), "{e}");
+    Ok(())
+}

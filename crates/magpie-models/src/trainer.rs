@@ -2,6 +2,12 @@
 //! cosine decay (a `LambdaLR`), gradient clipping, validation loss, and checkpoints that resume
 //! bit-identically: model, optimizer, scheduler, both random generators (the default one, which
 //! dropout draws from, and the data-order one) and the step.
+//!
+//! Data parallel ([`Trainer::distribute`]): `batch_size` is the global batch. Every rank draws the
+//! same global batch from the same data-order generator and trains on its `batch_size / N` rows,
+//! with gradients averaged by [`DistributedDataParallel`], so N ranks follow the run of one
+//! process with the whole batch (up to float reduction order), and a checkpoint (written by
+//! rank 0) resumes at any world size that divides the batch.
 
 use crate::data::{Dataset, Split};
 use crate::gpt::{Gpt, GptConfig};
@@ -9,6 +15,7 @@ use crate::tokenizer::CharTokenizer;
 use magpie_core::autograd::no_grad;
 use magpie_core::ops::random::{self, Generator};
 use magpie_core::{DType, Device, Error, Result, Tensor};
+use magpie_distributed::{BatchShard, DistributedDataParallel, ProcessGroup, ReduceOp};
 use magpie_io::checkpoint::{load_dir, save_dir, CheckpointFiles};
 use magpie_nn::{ModuleExt, StateDict};
 use magpie_optim::scheduler::{LambdaLr, LrScheduler};
@@ -147,6 +154,14 @@ pub struct Trainer {
     device: Device,
     /// Dynamic loss scaling for float16 autocast (a resumed run starts from the initial scale).
     scaler: Option<GradScaler>,
+    /// Data parallelism, after [`Trainer::distribute`].
+    dist: Option<Dist>,
+}
+
+/// A data-parallel trainer's gradient averaging and its rows of each batch.
+struct Dist {
+    ddp: DistributedDataParallel,
+    shard: BatchShard,
 }
 
 /// The scheduler fields a checkpoint keeps (PyTorch's `LRScheduler.state_dict()` for LambdaLR).
@@ -211,7 +226,46 @@ impl Trainer {
             Some(DType::F16) => Some(GradScaler::new(device, GradScalerConfig::default())?),
             _ => None,
         };
-        Ok(Trainer { model, opt, sched, data_rng, step: 0, config, tokenizer, corpus_id, device, scaler })
+        Ok(Trainer { model, opt, sched, data_rng, step: 0, config, tokenizer, corpus_id, device, scaler, dist: None })
+    }
+
+    /// Trains data-parallel over `pg` from now on: the model (on this rank's GPU) gets rank 0's
+    /// parameters, and each step uses this rank's `batch_size / world_size` rows of the global
+    /// batch. The world size must divide `batch_size`.
+    pub fn distribute(&mut self, pg: &ProcessGroup) -> Result<()> {
+        if self.device != pg.device() {
+            return Err(Error::device("train", format!("the model is on {} but this rank's GPU is {}", self.device, pg.device())));
+        }
+        let shard = BatchShard::new(pg.rank(), pg.world_size())?;
+        shard.rows(self.config.batch_size)?;
+        let ddp = DistributedDataParallel::new(&self.model, pg)?;
+        self.dist = Some(Dist { ddp, shard });
+        Ok(())
+    }
+
+    /// True on the rank that prints and writes checkpoints (rank 0, or the only process).
+    pub fn is_main(&self) -> bool {
+        self.dist.as_ref().is_none_or(|d| d.ddp.process_group().rank() == 0)
+    }
+
+    /// This rank's rows of a global batch.
+    fn local(&self, t: Tensor) -> Result<Tensor> {
+        match &self.dist {
+            Some(d) => d.shard.slice(&t),
+            None => Ok(t),
+        }
+    }
+
+    /// A scalar loss averaged over the ranks (the global batch's loss), as f64.
+    fn global_mean(&self, loss: &Tensor) -> Result<f64> {
+        match &self.dist {
+            Some(d) => {
+                let l = loss.detach().to_dtype(DType::F32)?.reshape(&[1])?.copy()?;
+                d.ddp.process_group().all_reduce(&l, ReduceOp::Avg)?.wait()?;
+                Ok(l.item()?.to_f64())
+            }
+            None => Ok(loss.to_dtype(DType::F64)?.item()?.to_f64()),
+        }
     }
 
     /// The current learning rate (of the first group).
@@ -224,7 +278,7 @@ impl Trainer {
         self.model.train(true);
         let (b, t) = (self.config.batch_size, self.model.config.block_size);
         let (x, y) = data.batch(&mut self.data_rng, Split::Train, b, t)?;
-        let (x, y) = (x.to_device(self.device)?, y.to_device(self.device)?);
+        let (x, y) = (self.local(x)?.to_device(self.device)?, self.local(y)?.to_device(self.device)?);
         let loss = {
             let _ac = self.autocast()?;
             self.model.loss(&x, &y)?
@@ -234,6 +288,7 @@ impl Trainer {
         match &mut self.scaler {
             Some(s) => {
                 s.scale(&loss)?.backward()?;
+                sync_grads(&self.dist)?;
                 if clip > 0.0 {
                     // clip the true gradients, not the scaled ones
                     s.unscale_(&mut self.opt)?;
@@ -244,6 +299,7 @@ impl Trainer {
             }
             None => {
                 loss.backward()?;
+                sync_grads(&self.dist)?;
                 if clip > 0.0 {
                     magpie_nn::utils::clip_grad_norm_(&self.opt.params(), clip, 2.0, false)?;
                 }
@@ -252,7 +308,7 @@ impl Trainer {
         }
         self.sched.step(&mut self.opt)?;
         self.step += 1;
-        loss.to_dtype(DType::F32)?.item().map(|s| s.to_f64() as f32)
+        self.global_mean(&loss).map(|v| v as f32)
     }
 
     /// The autocast region of a forward pass (None without mixed precision).
@@ -271,11 +327,12 @@ impl Trainer {
         let mut sum = 0.0;
         for _ in 0..self.config.eval_iters {
             let (x, y) = data.batch(&mut gen, split, b, t)?;
+            let (x, y) = (self.local(x)?, self.local(y)?);
             let l = {
                 let _ac = self.autocast()?;
                 self.model.loss(&x.to_device(self.device)?, &y.to_device(self.device)?)?
             };
-            sum += l.to_dtype(DType::F64)?.item()?.to_f64();
+            sum += self.global_mean(&l)?;
         }
         self.model.train(true);
         Ok(sum / self.config.eval_iters as f64)
@@ -314,8 +371,17 @@ impl Trainer {
     /// Resumes from a checkpoint folder: model, optimizer, scheduler, generators and step, exactly.
     /// `corpus_id` must be that of the token stream the run was started on.
     pub fn load(dir: &Path, corpus_id: Option<(u64, usize)>) -> Result<Trainer> {
+        Trainer::load_on(dir, corpus_id, None)
+    }
+
+    /// [`Trainer::load`] onto `device` instead of the checkpoint's (a data-parallel rank resumes
+    /// on its own GPU).
+    pub fn load_on(dir: &Path, corpus_id: Option<(u64, usize)>, device: Option<&str>) -> Result<Trainer> {
         let ck = load_dir(dir)?;
-        let file: TrainerFile = ck.json("trainer.json")?;
+        let mut file: TrainerFile = ck.json("trainer.json")?;
+        if let Some(d) = device {
+            file.train.device = d.to_string();
+        }
         let tokenizer = read_tokenizer(&ck)?;
         let id = (u64::from_str_radix(&file.corpus_fnv1a64, 16).map_err(|_| bad_ck(&ck, "trainer.json has a bad corpus checksum"))?, file.corpus_tokens);
         if let Some(given) = corpus_id {
@@ -338,6 +404,14 @@ impl Trainer {
         t.data_rng.set_state(file.rng_data);
         t.step = file.step;
         Ok(t)
+    }
+}
+
+/// Averages the gradients of the backward pass just run over the ranks (data parallel).
+fn sync_grads(dist: &Option<Dist>) -> Result<()> {
+    match dist {
+        Some(d) => d.ddp.finish_gradient_sync(),
+        None => Ok(()),
     }
 }
 

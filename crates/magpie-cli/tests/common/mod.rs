@@ -3,9 +3,15 @@
 
 use std::process::{Command, Output};
 
+/// The `magpie` binary: `$MAGPIE_BIN` when set (a copy on another machine), else the one built.
+#[allow(dead_code)]
+pub fn bin() -> String {
+    std::env::var("MAGPIE_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_magpie").to_string())
+}
+
 /// Runs the built binary with `args`.
 pub fn magpie(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_magpie")).args(args).env("RUST_BACKTRACE", "1").output().expect("running magpie")
+    Command::new(bin()).args(args).env("RUST_BACKTRACE", "1").output().expect("running magpie")
 }
 
 /// Bytes as (lossy) text.
@@ -15,6 +21,7 @@ pub fn text(b: &[u8]) -> String {
 
 /// Asserts a failure with exactly one stderr line, starting `magpie: ` and containing `needle`, no
 /// panic, and nothing on stdout.
+#[allow(dead_code)]
 pub fn fails_with(args: &[&str], needle: &str) {
     let o = magpie(args);
     let (out, err) = (text(&o.stdout), text(&o.stderr));

@@ -1,8 +1,11 @@
 //! The backward engine: dependency-counted reverse topological walk over [`Node`]s.
 //!
 //! Gradients reaching the same node (or leaf) along several paths are summed in a buffer before
-//! the node runs (or the leaf's hooks run and its `.grad` is updated), once. Without
-//! `retain_graph`, each node's rule and saved tensors are dropped as soon as it has run.
+//! the node runs (or the leaf's hooks run and its `.grad` is updated), once. A leaf is finished as
+//! soon as the last node with an edge to it has run (PyTorch's `AccumulateGrad` is a node that runs
+//! when ready), so its post-accumulate hooks fire while the rest of backward is still to run: data
+//! parallelism overlaps the gradient all-reduce with it. Without `retain_graph`, each node's rule
+//! and saved tensors are dropped as soon as it has run.
 //! `grad` runs only the nodes on a path to the requested inputs.
 
 use super::anomaly;
@@ -118,6 +121,21 @@ impl LeafBuffers {
     }
 }
 
+impl LeafBuffers {
+    /// `backward` only: runs the leaf's tensor hooks on its summed gradient, accumulates it into
+    /// `.grad`, then runs its post-accumulate hooks. A leaf with no gradient buffered is skipped.
+    fn finish(&mut self, leaf: &Arc<TensorImpl>, create_graph: bool) -> Result<()> {
+        let Some(g) = self.grads.remove(&(Arc::as_ptr(leaf) as usize)) else { return Ok(()) };
+        let t = Tensor(leaf.clone());
+        let g = run_hooks(&t, g)?;
+        accumulate_leaf(&t, g, create_graph)?;
+        for h in t.post_accumulate_hooks() {
+            h(&t)?;
+        }
+        Ok(())
+    }
+}
+
 /// Stores the (hooked) gradient of a leaf into its `.grad`, adding to what is there.
 fn accumulate_leaf(t: &Tensor, g: Tensor, create_graph: bool) -> Result<()> {
     let g = if create_graph {
@@ -184,6 +202,8 @@ fn run(
     }
     // every reachable node, and how many edges point at it
     let mut deps: HashMap<usize, usize> = HashMap::new();
+    // and how many edges point at each leaf (a leaf is finished when its count reaches zero)
+    let mut leaf_deps: HashMap<usize, usize> = HashMap::new();
     let mut seen: HashMap<usize, Arc<Node>> = HashMap::new();
     let mut stack: Vec<Arc<Node>> = Vec::new();
     for (e, _) in &roots {
@@ -195,11 +215,14 @@ fn run(
     }
     while let Some(n) = stack.pop() {
         for e in n.next.iter().flatten() {
-            if let Edge::Node(m, _) = e {
-                *deps.entry(key(m)).or_insert(0) += 1;
-                if seen.insert(key(m), m.clone()).is_none() {
-                    stack.push(m.clone());
+            match e {
+                Edge::Node(m, _) => {
+                    *deps.entry(key(m)).or_insert(0) += 1;
+                    if seen.insert(key(m), m.clone()).is_none() {
+                        stack.push(m.clone());
+                    }
                 }
+                Edge::Leaf(l) => *leaf_deps.entry(Arc::as_ptr(l) as usize).or_insert(0) += 1,
             }
         }
     }
@@ -313,6 +336,11 @@ fn run(
                         let g = conform(node.name(), g, &l.layout.shape, l.dtype)?;
                         leaf_bufs.add(l, g)?;
                     }
+                    let d = leaf_deps.entry(Arc::as_ptr(l) as usize).or_insert(1);
+                    *d = d.saturating_sub(1);
+                    if *d == 0 && capture.is_none() {
+                        leaf_bufs.finish(l, create_graph)?;
+                    }
                 }
                 Edge::Node(m, k) => {
                     if let Some(g) = g {
@@ -330,20 +358,22 @@ fn run(
             }
         }
     }
-    // leaves: hooks once on the summed gradient, then capture or accumulate into `.grad`
-    for leaf in leaf_bufs.order {
-        let Some(g) = leaf_bufs.grads.remove(&(Arc::as_ptr(&leaf) as usize)) else { continue };
-        let t = Tensor(leaf);
-        let g = run_hooks(&t, g)?;
+    // leaves not finished during the walk (roots that are leaves; every leaf of `grad`): hooks
+    // once on the summed gradient, then capture or accumulate into `.grad`
+    let order = std::mem::take(&mut leaf_bufs.order);
+    for leaf in order {
         match capture {
+            None => leaf_bufs.finish(&leaf, create_graph)?,
             Some(cap) => {
+                let Some(g) = leaf_bufs.grads.remove(&(Arc::as_ptr(&leaf) as usize)) else { continue };
+                let t = Tensor(leaf);
+                let g = run_hooks(&t, g)?;
                 for (i, c) in cap.iter().enumerate() {
                     if Arc::ptr_eq(&c.0, &t.0) {
                         captured[i] = Some(add_opt(captured[i].take(), g.clone())?);
                     }
                 }
             }
-            None => accumulate_leaf(&t, g, create_graph)?,
         }
     }
     Ok(capture.map(|_| captured))
