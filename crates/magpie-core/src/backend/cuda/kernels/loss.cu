@@ -57,3 +57,57 @@ extern "C" __global__ void ce_bwd(const T* __restrict__ x, const i64* __restrict
         dx[i] = Ty<T>::st((p - (j == ti ? (A)1 : (A)0)) * sc);
     }
 }
+
+// ce_fwd for 16-bit logits under autocast, whose loss PyTorch computes in float32 from the
+// logits cast up (exact): the same arithmetic reading T directly, with float outputs.
+extern "C" __global__ void __launch_bounds__(1024) ce_fwd_f32(const T* __restrict__ x, const i64* __restrict__ t, float* __restrict__ loss,
+                                                              float* __restrict__ lse_out, float* __restrict__ valid, i64 c, i64 ignore_index) {
+    __shared__ float sm[32];
+    const i64 r = blockIdx.x;
+    const T* xr = x + r * c;
+    float mx = lowest_of<float>();
+    for (i64 i = threadIdx.x; i < c; i += blockDim.x) mx = OpMax<float>::comb(mx, (float)Ty<T>::ld(xr[i]));
+    mx = block_reduce<OpMax<float> >(mx, sm);
+    const float sh = (mx == lowest_of<float>() || mx == highest_of<float>()) ? 0.0f : mx;
+    float s = 0;
+    for (i64 i = threadIdx.x; i < c; i += blockDim.x) s += m_exp((float)Ty<T>::ld(xr[i]) - sh);
+    s = block_reduce<OpSum<float> >(s, sm);
+    if (threadIdx.x == 0) {
+        const float lse = sh + m_log(s);
+        const i64 ti = t[r];
+        float l, v;
+        if (ti == ignore_index) {
+            l = 0;
+            v = 0;
+        } else if (ti < 0 || ti >= c) {
+            l = m_sqrt(-1.0f);
+            v = 1;
+        } else {
+            l = lse - (float)Ty<T>::ld(xr[ti]);
+            v = 1;
+        }
+        loss[r] = l;
+        lse_out[r] = lse;
+        valid[r] = v;
+    }
+}
+
+// ce_bwd for 16-bit logits with the float32 lse, upstream gradient and count of ce_fwd_f32: the
+// float gradient rounded once to T (what the float32 gradient cast back to the logits' dtype
+// gives). A 2-d grid (rows by column chunks) so that no thread divides by c.
+extern "C" __global__ void ce_bwd_f32(const T* __restrict__ x, const i64* __restrict__ t, const float* __restrict__ lse, const float* __restrict__ g,
+                                      i64 gstride, const float* __restrict__ count, T* __restrict__ dx, i64 rows, i64 c, i64 ignore_index) {
+    for (i64 r = blockIdx.y; r < rows; r += gridDim.y) {
+        const i64 ti = t[r];
+        const bool ign = ti == ignore_index;
+        float sc = g[r * gstride];
+        if (count) sc = sc / count[0];
+        const float l = lse[r];
+        const T* xr = x + r * c;
+        T* dr = dx + r * c;
+        for (i64 j = (i64)blockIdx.x * blockDim.x + threadIdx.x; j < c; j += (i64)gridDim.x * blockDim.x) {
+            const float p = m_exp((float)Ty<T>::ld(xr[j]) - l);
+            dr[j] = Ty<T>::st(ign ? 0.0f : (p - (j == ti ? 1.0f : 0.0f)) * sc);
+        }
+    }
+}
