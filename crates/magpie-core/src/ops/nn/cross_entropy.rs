@@ -105,7 +105,8 @@ fn composite_grad(x: &Tensor, t: &Tensor, g: &Tensor, ignore_index: i64, r: Redu
 /// `cross_entropy` of CUDA f16/bf16 logits under autocast, whose policy runs the loss in float32
 /// on the logits cast up: the float32 loss (and the gradient for the low-precision logits) by
 /// kernels that read the logits as they are, so neither the `[N, C]` float32 cast nor its float32
-/// gradient is made. The same values as the cast path (the cast up is exact; the gradient is the
+/// gradient is made. The values of the cast path up to float32 rounding (the cast up is exact;
+/// the forward sums its exponentials in one pass with per-thread rescaling; the gradient is the
 /// float32 one rounded once). None where the fused kernels do not apply.
 #[cfg(feature = "cuda")]
 pub(crate) fn cross_entropy_autocast_f32(x: &Tensor, t: &Tensor, ignore_index: i64, r: Reduction) -> Result<Option<Tensor>> {

@@ -59,21 +59,37 @@ extern "C" __global__ void ce_bwd(const T* __restrict__ x, const i64* __restrict
 }
 
 // ce_fwd for 16-bit logits under autocast, whose loss PyTorch computes in float32 from the
-// logits cast up (exact): the same arithmetic reading T directly, with float outputs.
+// logits cast up (exact): the same loss reading T directly, with float outputs, in one pass over
+// the row (each thread keeps a running maximum and its rescaled sum of exponentials; the block
+// then rescales the threads' sums to the row's maximum).
 extern "C" __global__ void __launch_bounds__(1024) ce_fwd_f32(const T* __restrict__ x, const i64* __restrict__ t, float* __restrict__ loss,
                                                               float* __restrict__ lse_out, float* __restrict__ valid, i64 c, i64 ignore_index) {
     __shared__ float sm[32];
     const i64 r = blockIdx.x;
     const T* xr = x + r * c;
-    float mx = lowest_of<float>();
-    for (i64 i = threadIdx.x; i < c; i += blockDim.x) mx = OpMax<float>::comb(mx, (float)Ty<T>::ld(xr[i]));
-    mx = block_reduce<OpMax<float> >(mx, sm);
-    const float sh = (mx == lowest_of<float>() || mx == highest_of<float>()) ? 0.0f : mx;
-    float s = 0;
-    for (i64 i = threadIdx.x; i < c; i += blockDim.x) s += m_exp((float)Ty<T>::ld(xr[i]) - sh);
-    s = block_reduce<OpSum<float> >(s, sm);
+    const float ninf = lowest_of<float>(), pinf = highest_of<float>();
+    float m = ninf, s = 0;
+    for (i64 i = threadIdx.x; i < c; i += blockDim.x) {
+        const float v = (float)Ty<T>::ld(xr[i]);
+        if (v > m) {
+            s = (m == ninf ? 0.0f : s * m_exp(m - v)) + 1.0f;
+            m = v;
+        } else if (v == m) {
+            if (m != ninf) s += 1.0f;
+        } else {
+            s += m_exp(v - m);
+        }
+    }
+    const float mx = block_reduce<OpMax<float> >(m, sm);
+    // this thread's sum at the row's maximum (an infinite maximum counts its infinite terms only)
+    float part;
+    if (m == ninf) part = 0;
+    else if (mx == pinf) part = m == pinf ? s : 0.0f;
+    else part = s * m_exp(m - mx);
+    __syncthreads();
+    const float tot = block_reduce<OpSum<float> >(part, sm);
     if (threadIdx.x == 0) {
-        const float lse = sh + m_log(s);
+        const float lse = mx == ninf ? ninf : (mx == pinf ? pinf : mx + m_log(tot));
         const i64 ti = t[r];
         float l, v;
         if (ti == ignore_index) {
