@@ -17,6 +17,10 @@
 //! the timed steps and the last loss are printed as one JSON line per case.
 //!
 //!     train-bench [--device cuda] [--cases gpt,bert,gpt2-small] [--dtypes float32,bfloat16] [--warmup 5] [--steps 20]
+//!                 [--gemm-pad-min-macs N]
+//!
+//! `--gemm-pad-min-macs`: the product size from which misaligned f16/bf16 GEMMs run on padded
+//! aligned copies (`cuda::blas::set_pad_min_macs`; a huge value turns the padding off), to compare.
 
 use magpie_core::backend::cuda;
 use magpie_core::ops::nn::loss::cross_entropy;
@@ -59,6 +63,7 @@ fn parse() -> Result<Args> {
             "--dtypes" => a.dtypes = val.split(',').map(str::to_string).collect(),
             "--warmup" => a.warmup = num()?,
             "--steps" => a.steps = num()?.max(1),
+            "--gemm-pad-min-macs" => cuda::blas::set_pad_min_macs(num()?),
             f => return Err(bad(format!("unknown flag {f}"))),
         }
         i += 2;

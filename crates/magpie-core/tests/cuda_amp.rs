@@ -108,3 +108,50 @@ fn autocast_on_cuda_tensors() {
     let _cpu = amp::autocast(Device::Cpu, None, true).unwrap();
     assert_eq!(a.matmul(&w).unwrap().dtype(), DType::F32);
 }
+
+/// `cross_entropy` of 16-bit CUDA logits under autocast reads them without a float32 copy: the
+/// float32 loss and the logits' gradient against the explicit path (logits cast to float32, the
+/// loss with autocast off, the gradient cast back), for reductions mean/sum/none, ignored rows and
+/// an odd class count.
+#[test]
+fn autocast_cross_entropy_reads_16_bit_logits() {
+    use magpie_core::ops::nn::loss::cross_entropy;
+    use magpie_core::ops::nn::Reduction;
+    let Some(dev) = gpu() else { return };
+    let mut rng = Rng::new(11);
+    for dt in [DType::BF16, DType::F16] {
+        for (rows, c) in [(37usize, 1001usize), (4, 7), (3, 50257)] {
+            for r in [Reduction::Mean, Reduction::Sum, Reduction::None] {
+                let what = format!("{dt} {rows}x{c} {r:?}");
+                let x = rand(&mut rng, &[rows, c], DType::F32, -4.0, 4.0).to_dtype(dt).unwrap().to_device(dev).unwrap();
+                let tv: Vec<i64> = (0..rows).map(|i| if i % 5 == 3 { -100 } else { ((i * 7919) % c) as i64 }).collect();
+                let t = Tensor::from_vec(tv, &[rows]).unwrap().to_device(dev).unwrap();
+                let xa = x.clone().requires_grad_(true).unwrap();
+                let la = {
+                    let _ac = amp::autocast(dev, Some(dt), true).unwrap();
+                    cross_entropy(&xa, &t, None, -100, r, 0.0).unwrap()
+                };
+                assert_eq!(la.dtype(), DType::F32, "{what}: loss dtype");
+                // the loss node takes the 16-bit leaf itself (the cast path has a ToCopy in between)
+                let next = la.grad_fn().map(|n| n.next_functions()).unwrap_or_default();
+                assert!(next.iter().flatten().all(|n| !n.contains("ToCopy")), "{what}: a cast before the loss: {next:?}");
+                let xb = x.clone().requires_grad_(true).unwrap();
+                let lb = cross_entropy(&xb.to_dtype(DType::F32).unwrap(), &t, None, -100, r, 0.0).unwrap();
+                let g = rand(&mut rng, la.shape(), DType::F32, 0.5, 1.5).to_device(dev).unwrap();
+                la.backward_with(Some(&g), false, false).unwrap();
+                lb.backward_with(Some(&g), false, false).unwrap();
+                let (a, b) = (la.detach().to_f64_vec().unwrap(), lb.detach().to_f64_vec().unwrap());
+                for (i, (p, q)) in a.iter().zip(&b).enumerate() {
+                    assert!((p - q).abs() <= 1e-6 * q.abs().max(1.0), "{what}: loss {i}: {p} vs {q}");
+                }
+                let (ga, gb) = (xa.grad().unwrap(), xb.grad().unwrap());
+                assert_eq!(ga.dtype(), dt, "{what}: gradient dtype");
+                let ulp = if dt == DType::BF16 { 2f64.powi(-8) } else { 2f64.powi(-11) };
+                let (ga, gb) = (ga.to_f64_vec().unwrap(), gb.to_f64_vec().unwrap());
+                for (i, (p, q)) in ga.iter().zip(&gb).enumerate() {
+                    assert!((p - q).abs() <= ulp * q.abs() + 1e-9, "{what}: gradient {i}: {p} vs {q}");
+                }
+            }
+        }
+    }
+}

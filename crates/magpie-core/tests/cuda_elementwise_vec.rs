@@ -127,3 +127,35 @@ fn vector_sources_are_generated() {
         }
     }
 }
+
+/// A contiguous row repeated over the leading dims (a bias added to an activation) takes the
+/// vector walk with the row indexed modulo its length: rows of whole vectors (and ones that are
+/// not, which take the strided walk), the row on either side, 2-d and 3-d activations, leading 1
+/// dims on the row, mixed dtypes, and a row that is a view at element 1 (misaligned: strided).
+#[test]
+fn row_broadcast_matches_cpu() {
+    let Some(dev) = gpu() else { return };
+    let mut rng = Rng::new(23);
+    for d in [DType::BF16, DType::F32, DType::F16] {
+        for (lead, row) in [(vec![3usize], 8usize), (vec![5], 16), (vec![2, 7], 24), (vec![4], 12), (vec![3], 7), (vec![1000], 2304), (vec![2, 3], 1)] {
+            let mut shape = lead.clone();
+            shape.push(row);
+            let what = format!("{d} {shape:?} + [{row}]");
+            let (xc, xg) = pair(&mut rng, &shape, d, dev);
+            let (bc, bg) = pair(&mut rng, &[row], d, dev);
+            check(&format!("{what} x + b"), xg.add(&bg), xc.add(&bc), dev);
+            check(&format!("{what} b * x"), bg.mul(&xg), bc.mul(&xc), dev);
+            let (b2c, b2g) = (bc.reshape(&[1, row as i64]).unwrap(), bg.reshape(&[1, row as i64]).unwrap());
+            check(&format!("{what} x - b[1, row]"), xg.sub(&b2g), xc.sub(&b2c), dev);
+            let (fc, fg) = pair(&mut rng, &[row], DType::F32, dev);
+            check(&format!("{what} x + b f32"), xg.add(&fg), xc.add(&fc), dev);
+            let (b1c, b1g) = pair(&mut rng, &[row + 1], d, dev);
+            let (b1c, b1g) = (b1c.narrow(0, 1, row as i64).unwrap(), b1g.narrow(0, 1, row as i64).unwrap());
+            check(&format!("{what} x + b misaligned"), xg.add(&b1g), xc.add(&b1c), dev);
+        }
+        // a repeated block of the two last dims
+        let (xc, xg) = pair(&mut rng, &[3, 4, 16], d, dev);
+        let (bc, bg) = pair(&mut rng, &[4, 16], d, dev);
+        check(&format!("{d} [3, 4, 16] + [4, 16]"), xg.add(&bg), xc.add(&bc), dev);
+    }
+}

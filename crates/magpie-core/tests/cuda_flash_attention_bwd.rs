@@ -189,3 +189,94 @@ fn composite_causal_softmax_on_cuda_matches() {
     }
     set_scalar_backward_min_scores(1 << 26);
 }
+
+/// Heads as GPT-2 makes them from one fused projection (`qkv.split(C, 2)`, each viewed as
+/// `[B, S, H, E]` and transposed to `[B, H, S, E]`), attention, heads merged back
+/// (`transpose(1, 2).reshape(B, S, C)`): the output and the gradient of the fused `[B, S, 3C]`
+/// input against the f64 composite on the CPU. On the GPU the flash kernels read the strided heads
+/// in place, write the output in `[B, S, H, E]` memory (so the merge is a view) and the three
+/// gradients into one buffer in the layout of the fused input (so the split's backward is a view).
+fn packed_case(rng: &mut Rng, dt: DType, (b, s, h, e): (usize, usize, usize, usize), causal: bool) {
+    let what = format!("packed {dt:?} b{b} s{s} h{h} e{e} causal {causal}");
+    let c = h * e;
+    let x = rnd(rng, &[b, s, 3 * c], dt);
+    let go = rnd(rng, &[b, s, c], dt);
+    let run = |x: &Tensor| -> (Tensor, Tensor) {
+        let (bi, si, hi, ei, ci) = (b as i64, s as i64, h as i64, e as i64, c as i64);
+        let parts = x.split(ci, 2).unwrap();
+        let heads = |t: &Tensor| t.reshape(&[bi, si, hi, ei]).unwrap().transpose(1, 2).unwrap();
+        let y = nn::scaled_dot_product_attention(&heads(&parts[0]), &heads(&parts[1]), &heads(&parts[2]), None, 0.0, causal, None, false).unwrap();
+        let merged = y.transpose(1, 2).unwrap().reshape(&[bi, si, ci]).unwrap();
+        (y, merged)
+    };
+    let xg = x.to_device(GPU).unwrap().requires_grad_(true).unwrap();
+    let (y, merged) = run(&xg);
+    let node = y.grad_fn().map(|n| n.name().to_string()).unwrap_or_default();
+    assert!(node.contains("FlashAttentionForCuda"), "{what}: took {node}");
+    assert!(y.transpose(1, 2).unwrap().is_contiguous(), "{what}: the output is not in [B, S, H, E] memory (strides {:?})", y.strides());
+    merged.backward_with(Some(&go.to_device(GPU).unwrap()), false, false).unwrap();
+    let x64 = x.to_dtype(DType::F64).unwrap().requires_grad_(true).unwrap();
+    let (_, merged64) = run(&x64);
+    merged64.backward_with(Some(&go.to_dtype(DType::F64).unwrap()), false, false).unwrap();
+    let ey = rel_err(&format!("{what}: output"), &merged.detach(), &merged64.detach());
+    assert!(ey <= tol(dt), "{what}: output error {ey}");
+    let gx = xg.grad().unwrap();
+    assert_eq!(gx.dtype(), dt, "{what}: grad dtype");
+    let eg = rel_err(&format!("{what}: grad"), &gx, &x64.grad().unwrap());
+    assert!(eg <= tol(dt), "{what}: grad error {eg} > {}", tol(dt));
+}
+
+#[test]
+fn flash_strided_heads_of_a_fused_projection() {
+    if gpu().is_none() {
+        return;
+    }
+    let _g = lock();
+    set_scalar_backward_min_scores(0);
+    let mut rng = Rng::new(46);
+    for dt in [DType::BF16, DType::F16, DType::F32] {
+        for shape in [(2usize, 77usize, 3usize, 64usize), (1, 130, 2, 128), (2, 33, 3, 40)] {
+            for causal in [false, true] {
+                packed_case(&mut rng, dt, shape, causal);
+            }
+        }
+    }
+    set_scalar_backward_min_scores(1 << 26);
+}
+
+/// Separate `[B, S, H, E]` tensors viewed as `[B, H, S, E]` (transposed, not packed), GQA: the
+/// gradients of the leaves against the f64 composite on the CPU.
+#[test]
+fn flash_transposed_heads_with_gqa() {
+    if gpu().is_none() {
+        return;
+    }
+    let _g = lock();
+    set_scalar_backward_min_scores(0);
+    let mut rng = Rng::new(47);
+    for dt in [DType::BF16, DType::F32] {
+        let (b, s, h, hk, e) = (2usize, 45usize, 4usize, 2usize, 64usize);
+        let (q, k, v) = (rnd(&mut rng, &[b, s, h, e], dt), rnd(&mut rng, &[b, s, hk, e], dt), rnd(&mut rng, &[b, s, hk, e], dt));
+        let go = rnd(&mut rng, &[b, h, s, e], dt);
+        let run = |q: &Tensor, k: &Tensor, v: &Tensor| {
+            let t = |x: &Tensor| x.transpose(1, 2).unwrap();
+            nn::scaled_dot_product_attention(&t(q), &t(k), &t(v), None, 0.0, true, None, true).unwrap()
+        };
+        let leaf = |t: &Tensor| t.to_device(GPU).unwrap().requires_grad_(true).unwrap();
+        let (qg, kg, vg) = (leaf(&q), leaf(&k), leaf(&v));
+        let y = run(&qg, &kg, &vg);
+        assert!(y.transpose(1, 2).unwrap().is_contiguous(), "{dt:?}: output strides {:?}", y.strides());
+        y.backward_with(Some(&go.to_device(GPU).unwrap()), false, false).unwrap();
+        let leaf64 = |t: &Tensor| t.to_dtype(DType::F64).unwrap().requires_grad_(true).unwrap();
+        let (q64, k64, v64) = (leaf64(&q), leaf64(&k), leaf64(&v));
+        let y64 = run(&q64, &k64, &v64);
+        y64.backward_with(Some(&go.to_dtype(DType::F64).unwrap()), false, false).unwrap();
+        let ey = rel_err(&format!("{dt:?} transposed gqa: output"), &y.detach(), &y64.detach());
+        assert!(ey <= tol(dt), "{dt:?} transposed gqa: output error {ey}");
+        for (name, g, w) in [("dq", &qg, &q64), ("dk", &kg, &k64), ("dv", &vg, &v64)] {
+            let e = rel_err(&format!("{dt:?} transposed gqa: {name}"), &g.grad().unwrap(), &w.grad().unwrap());
+            assert!(e <= tol(dt), "{dt:?} transposed gqa: {name} error {e}");
+        }
+    }
+    set_scalar_backward_min_scores(1 << 26);
+}

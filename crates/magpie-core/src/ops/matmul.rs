@@ -27,12 +27,34 @@ pub(crate) fn mm_prim(a: &Tensor, b: &Tensor) -> Result<Tensor> {
         let (sa, sb) = (Saved::new("mm", a), Saved::new("mm", b));
         let name = if a.ndim() == 2 { "Mm" } else { "Bmm" };
         autograd::record(name, &[a, b], &[out.clone()], move |ctx, g| {
-            let ga = if ctx.needs_input_grad(0) { Some(mm_prim(&g[0], &sb.get()?.mt()?)?) } else { None };
-            let gb = if ctx.needs_input_grad(1) { Some(mm_prim(&sa.get()?.mt()?, &g[0])?) } else { None };
+            // on CUDA, the gradient of a transposed contiguous operand (a `Linear` weight's `.t()`)
+            // is computed transposed, so that it comes out in that operand's layout and the
+            // transpose's backward hands on a contiguous tensor (as PyTorch's mm backward does)
+            let ga = if !ctx.needs_input_grad(0) {
+                None
+            } else if transposed_contiguous(&g[0], &sa.get()?) {
+                Some(mm_prim(&sb.get()?, &g[0].mt()?)?.mt()?)
+            } else {
+                Some(mm_prim(&g[0], &sb.get()?.mt()?)?)
+            };
+            let gb = if !ctx.needs_input_grad(1) {
+                None
+            } else if transposed_contiguous(&g[0], &sb.get()?) {
+                Some(mm_prim(&g[0].mt()?, &sa.get()?)?.mt()?)
+            } else {
+                Some(mm_prim(&sa.get()?.mt()?, &g[0])?)
+            };
             Ok(vec![ga, gb])
         });
     }
     Ok(out)
+}
+
+/// True for a CUDA operand whose last two dims are a transposed contiguous matrix (neither of
+/// size 1), where `g` is on a GPU too.
+fn transposed_contiguous(g: &Tensor, t: &Tensor) -> bool {
+    let nd = t.ndim();
+    g.device().is_cuda() && t.device().is_cuda() && nd >= 2 && t.shape()[nd - 1] > 1 && t.shape()[nd - 2] > 1 && t.layout().transpose(nd - 2, nd - 1).is_contiguous()
 }
 
 /// The product by cuBLAS for CUDA operands of a float dtype (None: the CPU path).

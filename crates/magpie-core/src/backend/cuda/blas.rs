@@ -2,8 +2,11 @@
 //! [`set_allow_tf32`]), f64, f16 and bf16 (f32 accumulation), with transposed and broadcast
 //! views passed as cuBLAS operation flags and strides instead of copies. Only operands whose
 //! strides no cuBLAS layout can express (neither dim of unit stride, batch dims that do not fold
-//! into one stride) are copied to contiguous memory first.
+//! into one stride) are copied to contiguous memory first. Large f16/bf16 products whose
+//! contiguous extents or leading dims are not multiples of 8 elements run on zero-padded aligned
+//! copies (`blas_pad.rs`), since cuBLAS's kernels for such operands are an order of magnitude slower.
 
+use super::blas_pad::{pad_copy, Mat};
 use super::device::{device, drv, CudaDevice};
 use super::elementwise::storage_of;
 use super::ops::{contiguous, empty};
@@ -14,7 +17,7 @@ use crate::{Device, Error, Result};
 use cudarc::cublas::{result as cres, sys as csys};
 use std::collections::HashMap;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 static ALLOW_TF32: AtomicBool = AtomicBool::new(false);
@@ -159,47 +162,166 @@ pub fn batched_matmul(a: &Tensor, b: &Tensor) -> Result<Option<Tensor>> {
         return Err(Error::value(op, "matrix dims above 2^31 - 1 are not supported on CUDA"));
     }
     let dev = device(op, ord)?;
-    let out = empty(op, ord, dt, &out_shape)?;
     let (pa, pb) = (prepare(a)?, prepare(b)?);
-    // Row-major C = A B is column-major Cᵀ = Bᵀ Aᵀ: cuBLAS's first operand is B.
-    let (ptr_a, ptr_b, ptr_c) = (elem_ptr(op, &pa.t)?, elem_ptr(op, &pb.t)?, elem_ptr(op, &out)?);
+    let (ptr_a, ptr_b) = (elem_ptr(op, &pa.t)?, elem_ptr(op, &pb.t)?);
+    let mut ga = Gop { ptr: ptr_a, op: pa.op, ld: pa.ld, bstride: pa.bstride };
+    let mut gb = Gop { ptr: ptr_b, op: pb.op, ld: pb.ld, bstride: pb.bstride };
+    let (mut mm, mut nn, mut kk) = (m, n, k);
+    // buffers of padded operands and of a padded product: alive until the call is queued
+    let mut keep: Vec<Tensor> = Vec::new();
+    let out_padded = match pad_plan(dt, m, n, k, batch, &ga, &gb) {
+        Some((mp, np, kp)) => {
+            ga = pad_operand(&dev, ord, dt, batch, &ga, (m, k), (mp, kp), &mut keep)?;
+            gb = pad_operand(&dev, ord, dt, batch, &gb, (k, n), (kp, np), &mut keep)?;
+            (mm, nn, kk) = (mp, np, kp);
+            (mp, np) != (m, n)
+        }
+        None => false,
+    };
+    // the product's buffer: the result itself, or a padded one the result is cut from
+    let prod = if out_padded { empty(op, ord, dt, &[batch * mm * nn])? } else { empty(op, ord, dt, &out_shape)? };
+    let ptr_c = elem_ptr(op, &prod)?;
+    gemm_batched(&dev, dt, ctype, compute, batch, (mm, nn, kk), &ga, &gb, ptr_c)?;
+    drop(keep);
+    if !out_padded {
+        return Ok(Some(prod));
+    }
+    if nn == n && batch == 1 {
+        // only rows were added: the result is the buffer's first m rows, already contiguous
+        let dims: Vec<i64> = out_shape.iter().map(|&v| v as i64).collect();
+        return Ok(Some(prod.narrow(0, 0, (m * n) as i64)?.reshape(&dims)?));
+    }
+    let out = empty(op, ord, dt, &out_shape)?;
+    let src = Mat { ptr: ptr_c, bs: (mm * nn) as i64, ld: nn as i64, rows: m, cols: n };
+    let dst = Mat { ptr: elem_ptr(op, &out)?, bs: (m * n) as i64, ld: n as i64, rows: m, cols: n };
+    pad_copy(&dev, dt.size(), batch, &src, &dst)?;
+    Ok(Some(out))
+}
+
+/// One cuBLAS operand of [`gemm_batched`]: its first element, op flag, leading dim, batch stride.
+#[derive(Clone, Copy)]
+struct Gop {
+    ptr: u64,
+    op: csys::cublasOperation_t,
+    ld: i64,
+    bstride: i64,
+}
+
+static PAD_MIN_MACS: AtomicUsize = AtomicUsize::new(1 << 27);
+
+/// Sets the product size (multiply-adds, batch included) from which a misaligned f16/bf16 product
+/// runs on zero-padded aligned copies of its operands (0: always); for tests and benchmarks.
+#[doc(hidden)]
+pub fn set_pad_min_macs(n: usize) {
+    PAD_MIN_MACS.store(n, Ordering::Relaxed);
+}
+
+/// The product size from which misaligned f16/bf16 products are padded (see [`set_pad_min_macs`]).
+pub fn pad_min_macs() -> usize {
+    PAD_MIN_MACS.load(Ordering::Relaxed)
+}
+
+/// Elements of 16 bytes for the dtypes whose products are padded.
+fn pad_align(dt: DType) -> Option<usize> {
+    matches!(dt, DType::F16 | DType::BF16).then_some(8)
+}
+
+/// The padded extents (m, n, k) of a row-major product `C[m, n] = A[m, k] B[k, n]` whose
+/// operands are `a`, `b` as cuBLAS takes them, when the product is misaligned for cuBLAS's 16-byte
+/// kernels and large enough for the copies to pay: an extent is padded where it is the contiguous
+/// extent of an operand or of the result (n always; k for an untransposed A or transposed B; m for
+/// a transposed A); an operand is also copied when its address, leading dim or batch stride is off.
+fn pad_plan(dt: DType, m: usize, n: usize, k: usize, batch: usize, a: &Gop, b: &Gop) -> Option<(usize, usize, usize)> {
+    use csys::cublasOperation_t::{CUBLAS_OP_N, CUBLAS_OP_T};
+    let al = pad_align(dt)?;
+    if m.saturating_mul(n).saturating_mul(k).saturating_mul(batch) < pad_min_macs() {
+        return None;
+    }
+    let up = |v: usize| v.div_ceil(al) * al;
+    let mp = if a.op == CUBLAS_OP_T { up(m) } else { m };
+    let kp = if a.op == CUBLAS_OP_N || b.op == CUBLAS_OP_T { up(k) } else { k };
+    let np = up(n);
+    let ok = |g: &Gop| gop_aligned(g, dt.size(), al, batch);
+    if (mp, np, kp) == (m, n, k) && ok(a) && ok(b) {
+        return None;
+    }
+    if [mp, np, kp].iter().any(|&v| v > i32::MAX as usize) {
+        return None;
+    }
+    Some((mp, np, kp))
+}
+
+/// Whether an operand's address, leading dim and batch stride suit 16-byte loads.
+fn gop_aligned(g: &Gop, esz: usize, al: usize, batch: usize) -> bool {
+    g.ptr.is_multiple_of(16) && (g.ld as usize).is_multiple_of(al) && (batch <= 1 || (g.bstride.unsigned_abs() as usize * esz).is_multiple_of(16))
+}
+
+/// The operand `g` of logical extents `(rows, cols)` (row-major, as in `A[m, k]`), copied into a
+/// new zero-padded contiguous buffer of extents `(prow, pcol)` in `g`'s own memory order, unless
+/// it is aligned already and needs no padding. The buffer is pushed to `keep`.
+#[allow(clippy::too_many_arguments)]
+fn pad_operand(dev: &CudaDevice, ord: usize, dt: DType, batch: usize, g: &Gop, (rows, cols): (usize, usize), (prow, pcol): (usize, usize), keep: &mut Vec<Tensor>) -> Result<Gop> {
+    use csys::cublasOperation_t::CUBLAS_OP_N;
+    let al = pad_align(dt).unwrap_or(1);
+    if (prow, pcol) == (rows, cols) && gop_aligned(g, dt.size(), al, batch) {
+        return Ok(*g);
+    }
+    // in memory, an untransposed operand is `rows` lines of `cols`; a transposed one the reverse
+    let (lines, len, plines, plen) = if g.op == CUBLAS_OP_N { (rows, cols, prow, pcol) } else { (cols, rows, pcol, prow) };
+    // a broadcast operand (batch stride 0) is copied once and stays broadcast
+    let copies = if g.bstride == 0 { 1 } else { batch };
+    let buf = empty("matmul", ord, dt, &[copies * plines * plen])?;
+    let ptr = elem_ptr("matmul", &buf)?;
+    let src = Mat { ptr: g.ptr, bs: g.bstride, ld: g.ld, rows: lines, cols: len };
+    let dst = Mat { ptr, bs: (plines * plen) as i64, ld: plen as i64, rows: plines, cols: plen };
+    pad_copy(dev, dt.size(), copies, &src, &dst)?;
+    keep.push(buf);
+    Ok(Gop { ptr, op: g.op, ld: plen as i64, bstride: if copies == 1 && g.bstride == 0 { 0 } else { (plines * plen) as i64 } })
+}
+
+/// Row-major `C[b] = A[b] B[b]` for `batch` products of extents `(m, n, k)` through
+/// `cublasGemmStridedBatchedEx` (huge batches in chunks), C contiguous at `c` (ld n, stride m n).
+#[allow(clippy::too_many_arguments)]
+fn gemm_batched(dev: &CudaDevice, dt: DType, ctype: csys::cudaDataType_t, compute: csys::cublasComputeType_t, batch: usize, (m, n, k): (usize, usize, usize), a: &Gop, b: &Gop, c: u64) -> Result<()> {
+    let op = "matmul";
     let (one32, zero32, one64, zero64) = (1f32, 0f32, 1f64, 0f64);
     let (alpha, beta): (*const c_void, *const c_void) = if dt == DType::F64 {
         (&one64 as *const f64 as _, &zero64 as *const f64 as _)
     } else {
         (&one32 as *const f32 as _, &zero32 as *const f32 as _)
     };
-    // cuBLAS limits one strided-batched call to 2^31 - 1 batches... and i32 strides are fine
-    // as i64; split huge batches in chunks.
+    // cuBLAS limits one strided-batched call to 2^31 - 1 batches; split huge batches in chunks.
     let chunk = (i32::MAX as usize).min(batch).max(1);
     let esz = dt.size() as u64;
-    with_handle(&dev, |h| {
+    with_handle(dev, |h| {
         let mut done = 0usize;
         while done < batch {
             let cnt = chunk.min(batch - done);
-            let (oa, ob, oc) = (pa.bstride as u64 * done as u64 * esz, pb.bstride as u64 * done as u64 * esz, (m * n * done) as u64 * esz);
-            // SAFETY: the pointers address live device storages (the tensors are held until the
+            let (oa, ob, oc) = (a.bstride as u64 * done as u64 * esz, b.bstride as u64 * done as u64 * esz, (m * n * done) as u64 * esz);
+            // Row-major C = A B is column-major Cᵀ = Bᵀ Aᵀ: cuBLAS's first operand is B.
+            // SAFETY: the pointers address live device storages (held by the caller until the
             // call is queued; the allocator reuses memory only in stream order), and the sizes,
-            // leading dims and strides describe memory inside them (checked by `prepare`).
+            // leading dims and strides describe memory inside them (checked by `prepare` and
+            // `pad_operand`).
             unsafe {
                 cres::gemm_strided_batched_ex(
                     h,
-                    pb.op,
-                    pa.op,
+                    b.op,
+                    a.op,
                     n as i32,
                     m as i32,
                     k as i32,
                     alpha,
-                    (ptr_b + ob) as *const c_void,
+                    (b.ptr + ob) as *const c_void,
                     ctype,
-                    pb.ld as i32,
-                    pb.bstride,
-                    (ptr_a + oa) as *const c_void,
+                    b.ld as i32,
+                    b.bstride,
+                    (a.ptr + oa) as *const c_void,
                     ctype,
-                    pa.ld as i32,
-                    pa.bstride,
+                    a.ld as i32,
+                    a.bstride,
                     beta,
-                    (ptr_c + oc) as *mut c_void,
+                    (c + oc) as *mut c_void,
                     ctype,
                     n as i32,
                     (m * n) as i64,
@@ -212,8 +334,7 @@ pub fn batched_matmul(a: &Tensor, b: &Tensor) -> Result<Option<Tensor>> {
             done += cnt;
         }
         Ok(())
-    })?;
-    Ok(Some(out))
+    })
 }
 
 /// `c[m, n] = a[m, k] · w[n, k]ᵀ` on raw device buffers (row-major, contiguous rows; `w` is a

@@ -4,7 +4,8 @@
 //! with a grid-stride loop.
 //!
 //! Two walks: when the output and every input are contiguous (or an input is a single element
-//! read by all) and their addresses are aligned, the **vector** kernel moves up to 16 bytes per
+//! read by all, or a contiguous row repeated over the leading dims, as a bias) and their
+//! addresses are aligned, the **vector** kernel moves up to 16 bytes per
 //! operand per access (4 f32, 8 bf16, ...), `unroll` vectors per thread in flight, and finishes
 //! the last `n % vec` elements one per thread; everything else takes the **strided** kernel
 //! (index arithmetic over up to 10 coalesced dims). Loaded kernels are cached by a small `Copy`
@@ -165,8 +166,9 @@ enum Walk {
     /// Index arithmetic over the `Strided` parameter (a `contig` flag skips it).
     Strided,
     /// Contiguous operands, `vec` elements per access, `unroll` accesses in flight per thread;
-    /// bit k of `bcast`: input k is one element read by every thread.
-    Vec { vec: u8, unroll: u8, bcast: u8 },
+    /// bit k of `bcast`: input k is one element read by every thread; bit k of `rows`: input k
+    /// is a contiguous row repeated along the leading dims (a bias: element `i % row_len`).
+    Vec { vec: u8, unroll: u8, bcast: u8, rows: u8 },
 }
 
 /// Everything the generated source depends on; `Copy` and cheap to hash (the hot path).
@@ -269,8 +271,11 @@ fn source(key: &Key) -> Result<(String, String)> {
                 expr = key.expr
             )
         }
-        Walk::Vec { vec, unroll, bcast } => {
+        Walk::Vec { vec, unroll, bcast, rows } => {
             kname.push_str(&format!("_v{vec}u{unroll}b{bcast}"));
+            if rows != 0 {
+                kname.push_str(&format!("r{rows}"));
+            }
             let mut params = format!("i64 n, {out_ty}* __restrict__ out");
             // per input: the hoisted value of a broadcast element, or the vector loads
             let (mut hoist, mut vload, mut velem, mut tail) = (String::new(), String::new(), String::new(), String::new());
@@ -280,10 +285,20 @@ fn source(key: &Key) -> Result<(String, String)> {
                 let (v, c) = (vars[k], conv(*l));
                 if bcast & (1 << k) != 0 {
                     hoist.push_str(&format!("    const auto {v} = {c}(in{k}[0]);\n"));
+                } else if rows & (1 << k) != 0 {
+                    // a row of rv{k} vectors repeated: vector j of the output reads vector j % rv{k}
+                    vload.push_str(&format!("            MpVec<{it}, {vec}> a{k}[{unroll}];\n#pragma unroll\n            for (int u = 0; u < {unroll}; u++) if (j + u * step < nv) a{k}[u] = mp_ldv<{it}, {vec}>(in{k}, (j + u * step) % rv{k});\n"));
+                    velem.push_str(&format!("                    const auto {v} = {c}(a{k}[u].v[e]);\n"));
+                    tail.push_str(&format!("        const auto {v} = {c}(in{k}[t % (rv{k} * {vec})]);\n"));
                 } else {
                     vload.push_str(&format!("            MpVec<{it}, {vec}> a{k}[{unroll}];\n#pragma unroll\n            for (int u = 0; u < {unroll}; u++) if (j + u * step < nv) a{k}[u] = mp_ldv<{it}, {vec}>(in{k}, j + u * step);\n"));
                     velem.push_str(&format!("                    const auto {v} = {c}(a{k}[u].v[e]);\n"));
                     tail.push_str(&format!("        const auto {v} = {c}(in{k}[t]);\n"));
+                }
+            }
+            for k in 0..ins.len() {
+                if rows & (1 << k) != 0 {
+                    params.push_str(&format!(", i64 rv{k}"));
                 }
             }
             // the hoisted values are visible in the tail too
@@ -306,9 +321,8 @@ fn source(key: &Key) -> Result<(String, String)> {
 
 // ---- the launch ----
 
-/// The vector walk of `out = f(inputs)`, if it applies: (elements per access, broadcast mask,
-/// element-0 address of every operand). `base` holds the storages' base addresses.
-fn vec_plan(out: &Tensor, inputs: &[Opnd], base: &[u64; 4]) -> Option<(u8, u8, [u64; 4])> {
+/// The vector walk of `out = f(inputs)`, if it applies. `base` holds the storages' base addresses.
+fn vec_plan(out: &Tensor, inputs: &[Opnd], base: &[u64; 4]) -> Option<VecPlan> {
     if !out.is_contiguous() {
         return None;
     }
@@ -317,6 +331,8 @@ fn vec_plan(out: &Tensor, inputs: &[Opnd], base: &[u64; 4]) -> Option<(u8, u8, [
     addr[0] = base[0] + (out.storage_offset() * osz) as u64;
     let mut widest = osz;
     let mut bcast = 0u8;
+    let mut rows = 0u8;
+    let mut row_len = [0i64; 3];
     for (k, i) in inputs.iter().enumerate() {
         let t = i.t;
         let sz = t.dtype().size();
@@ -326,6 +342,10 @@ fn vec_plan(out: &Tensor, inputs: &[Opnd], base: &[u64; 4]) -> Option<(u8, u8, [
         } else if t.numel() == 1 && t.ndim() <= out.ndim() {
             // all its dims are 1: it broadcasts to any shape of at least its rank
             bcast |= 1 << k;
+        } else if let Some(r) = row_of(t, out.shape()) {
+            widest = widest.max(sz);
+            rows |= 1 << k;
+            row_len[k] = r as i64;
         } else {
             return None;
         }
@@ -339,8 +359,40 @@ fn vec_plan(out: &Tensor, inputs: &[Opnd], base: &[u64; 4]) -> Option<(u8, u8, [
         if bcast & (1 << k) == 0 && !aligned(addr[k + 1], i.t.dtype().size()) {
             return None;
         }
+        if rows & (1 << k) != 0 {
+            // whole vectors per row; the kernel takes the row length in vectors
+            if row_len[k] % vec as i64 != 0 {
+                return None;
+            }
+            row_len[k] /= vec as i64;
+        }
     }
-    Some((vec as u8, bcast, addr))
+    Some(VecPlan { vec: vec as u8, bcast, rows, addr, row_len })
+}
+
+/// A vector walk: elements per access, the single-element and repeated-row input masks, the
+/// operands' element-0 addresses and each repeated row's length in vectors.
+struct VecPlan {
+    vec: u8,
+    bcast: u8,
+    rows: u8,
+    addr: [u64; 4],
+    row_len: [i64; 3],
+}
+
+/// The length of the row `t` repeats when broadcast to `shape`: `t` contiguous, its shape (leading
+/// 1s aside) the trailing dims of `shape`, fewer elements than `shape` (a bias over the last dim
+/// of an activation, say). None otherwise.
+fn row_of(t: &Tensor, shape: &[usize]) -> Option<usize> {
+    if !t.is_contiguous() || t.numel() == 0 {
+        return None;
+    }
+    let own: Vec<usize> = t.shape().iter().copied().skip_while(|&d| d == 1).collect();
+    if own.len() > shape.len() || own[..] != shape[shape.len() - own.len()..] {
+        return None;
+    }
+    let n: usize = shape.iter().product();
+    (t.numel() < n).then_some(t.numel())
 }
 
 /// `out[i] = expr(x, y, z)` where `x, y, z` are the inputs' elements converted to their
@@ -372,13 +424,18 @@ pub fn map(op: &str, name: &'static str, expr: &'static str, compute: DType, out
     }
     let mut key = Key { ordinal: dev.ordinal, name, expr, out: out.dtype(), compute, nin: inputs.len() as u8, ins, walk: Walk::Strided };
     let (unroll, bps) = tuning();
-    if let Some((vec, bcast, addr)) = if unroll > 0 { vec_plan(out, inputs, &base) } else { None } {
-        key.walk = Walk::Vec { vec, unroll: unroll as u8, bcast };
+    if let Some(VecPlan { vec, bcast, rows, addr, row_len }) = if unroll > 0 { vec_plan(out, inputs, &base) } else { None } {
+        key.walk = Walk::Vec { vec, unroll: unroll as u8, bcast, rows };
         let f = kernel(&dev, &key)?;
         let mut args = Args::new();
         args.push(n as i64);
         for a in &addr[..inputs.len() + 1] {
             args.push(*a);
+        }
+        for (k, &r) in row_len[..inputs.len()].iter().enumerate() {
+            if rows & (1 << k) != 0 {
+                args.push(r);
+            }
         }
         // threads: one per `unroll` vectors (at least one block, for the tail)
         let threads = (n / vec as usize).div_ceil(unroll as usize).max(1);
@@ -433,5 +490,5 @@ pub fn vector_source(name: &'static str, expr: &'static str, compute: DType, out
     for (i, d) in ins.iter().take(3).enumerate() {
         k[i] = *d;
     }
-    source(&Key { ordinal: 0, name, expr, out, compute, nin: ins.len().min(3) as u8, ins: k, walk: Walk::Vec { vec, unroll, bcast } })
+    source(&Key { ordinal: 0, name, expr, out, compute, nin: ins.len().min(3) as u8, ins: k, walk: Walk::Vec { vec, unroll, bcast, rows: 0 } })
 }

@@ -40,6 +40,8 @@ pub enum KFile {
     Amp,
     /// Quantized decode GEMV (`quant.rs`).
     Quant,
+    /// Padded copies of GEMM operands (`blas_pad.rs`).
+    GemmPad,
 }
 
 impl KFile {
@@ -58,6 +60,7 @@ impl KFile {
             KFile::AttentionBwd => "attention_bwd",
             KFile::Amp => "amp",
             KFile::Quant => "quant_gemv",
+            KFile::GemmPad => "gemm_pad",
         }
     }
     fn body(self) -> &'static str {
@@ -75,6 +78,7 @@ impl KFile {
             KFile::AttentionBwd => concat!(include_str!("kernels/attention_common.cuh"), include_str!("kernels/attention_bwd.cu")),
             KFile::Amp => include_str!("kernels/amp.cu"),
             KFile::Quant => include_str!("kernels/quant_gemv.cu"),
+            KFile::GemmPad => include_str!("kernels/gemm_pad.cu"),
         }
     }
 }

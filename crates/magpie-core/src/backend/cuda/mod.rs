@@ -29,6 +29,8 @@ mod storage;
 #[cfg(feature = "cuda")]
 pub mod blas;
 #[cfg(feature = "cuda")]
+pub mod blas_pad;
+#[cfg(feature = "cuda")]
 pub mod graph;
 #[cfg(feature = "cuda")]
 pub mod host_mapped;

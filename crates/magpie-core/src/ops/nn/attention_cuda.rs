@@ -13,6 +13,7 @@ use crate::backend::cuda::attention_bwd::{flash_backward, scalar_backward_min_sc
 use crate::backend::cuda::kern::elem_ptr;
 use crate::backend::cuda::ops::empty;
 use crate::dtype::DType;
+use crate::layout::Layout;
 use crate::tensor::Tensor;
 use crate::{Device, Result};
 
@@ -33,6 +34,65 @@ fn as_4d(t: &Tensor) -> Result<Tensor> {
     } else {
         t.contiguous()
     }
+}
+
+/// Dims of `t` from the largest stride to the smallest (ties in dim order), i.e. its memory order;
+/// None unless the last dim comes last (the kernels read head rows contiguously).
+fn memory_order(t: &Tensor) -> Option<Vec<usize>> {
+    let st = t.strides();
+    let mut order: Vec<usize> = (0..t.ndim()).collect();
+    order.sort_by(|&a, &b| st[b].cmp(&st[a]).then(a.cmp(&b)));
+    (order.last() == Some(&(t.ndim() - 1))).then_some(order)
+}
+
+/// A new uninitialised tensor of `t`'s shape, laid out densely in `t`'s memory order: for the
+/// `[B, S, H, E]` data behind a `transpose(1, 2)` head view, `[B, S, H, E]` memory again, so that the
+/// caller's inverse transpose and reshape are views rather than copies (as PyTorch's kernels keep
+/// their inputs' layout). Contiguous where that order is the plain one or does not apply.
+fn empty_in_order(t: &Tensor, ord: usize) -> Result<Tensor> {
+    let shape = t.shape().to_vec();
+    let order = match memory_order(t) {
+        Some(o) if o.iter().enumerate().any(|(i, &d)| i != d) => o,
+        _ => return empty(OP, ord, t.dtype(), &shape),
+    };
+    let mut strides = vec![0usize; shape.len()];
+    let mut run = 1usize;
+    for &d in order.iter().rev() {
+        strides[d] = run;
+        run *= shape[d];
+    }
+    let buf = empty(OP, ord, t.dtype(), &[t.numel()])?;
+    Ok(buf.with_layout(Layout { shape, strides, offset: 0 }))
+}
+
+/// The gradients of `q`, `k`, `v` laid out as the three are when they are equally shaped and
+/// strided views of one storage at offsets `o`, `o + d`, `o + 2d` that together fill a dense block
+/// of memory (the q/k/v split of one fused projection, `[B, S, 3, H, E]`): one buffer holds the
+/// three gradients the same way, so that the split's backward takes it whole instead of copying
+/// the three in. None otherwise.
+fn packed_grads(q: &Tensor, k: &Tensor, v: &Tensor, ord: usize) -> Result<Option<[Tensor; 3]>> {
+    if !q.shares_storage(k) || !q.shares_storage(v) || q.shape() != k.shape() || q.shape() != v.shape() || q.strides() != k.strides() || q.strides() != v.strides() {
+        return Ok(None);
+    }
+    let (oq, ok, ov) = (q.storage_offset(), k.storage_offset(), v.storage_offset());
+    if ok <= oq || ov <= ok || ok - oq != ov - ok {
+        return Ok(None);
+    }
+    let gap = ok - oq;
+    // dense: every dim's stride is the product of the sizes of the dims inside it
+    let mut dims: Vec<(usize, usize)> = q.shape().iter().copied().zip(q.strides().iter().copied()).filter(|&(n, _)| n > 1).collect();
+    dims.push((3, gap));
+    dims.sort_by_key(|&(_, st)| st);
+    let mut run = 1usize;
+    for (n, st) in dims {
+        if st != run {
+            return Ok(None);
+        }
+        run *= n;
+    }
+    let buf = empty(OP, ord, q.dtype(), &[3 * q.numel()])?;
+    let view = |offset: usize| buf.with_layout(Layout { shape: q.shape().to_vec(), strides: q.strides().to_vec(), offset });
+    Ok(Some([view(0), view(gap), view(2 * gap)]))
 }
 
 fn operand(t: &Tensor) -> Result<AttnOperand> {
@@ -79,7 +139,9 @@ pub(crate) fn sdpa_flash(q: &Tensor, k: &Tensor, v: &Tensor, causal: bool, scale
     let (q4, k4, v4) = (as_4d(q)?, as_4d(k)?, as_4d(v)?);
     let (b, h, l) = (q4.shape()[0], q4.shape()[1], q4.shape()[2]);
     let (hk, s) = (k4.shape()[1], k4.shape()[2]);
-    let out = empty(OP, ord, q.dtype(), &[b, h, l, e])?;
+    // the output in q's memory order: [B, S, H, E] behind q's head view gives an output whose
+    // transpose(1, 2).reshape(B, S, H * E) (the heads' merge) is a view
+    let out = empty_in_order(&q4, ord)?;
     let (qo, ko, vo, oo) = (operand(&q4)?, operand(&k4)?, operand(&v4)?, operand(&out)?);
     let dev = crate::backend::cuda::device::device(OP, ord)?;
     let p = FlashParams {
@@ -125,9 +187,12 @@ fn flash_grads(g: &Tensor, y: &Tensor, q: &Tensor, k: &Tensor, v: &Tensor, lse: 
     let Device::Cuda(ord) = q.device() else { return Err(crate::Error::device(OP, "expected CUDA tensors")) };
     let g = if g.device() == q.device() && g.dtype() == q.dtype() { g.clone() } else { g.to_device(q.device())?.to_dtype(q.dtype())? };
     let (q4, k4, v4, y4, g4) = (as_4d(q)?, as_4d(k)?, as_4d(v)?, as_4d(y)?, as_4d(&g)?);
-    let dq = empty(OP, ord, q.dtype(), q4.shape())?;
-    let dk = empty(OP, ord, q.dtype(), k4.shape())?;
-    let dv = empty(OP, ord, q.dtype(), v4.shape())?;
+    // the gradients in the inputs' layouts, so that the backward of the head views (and of the
+    // q/k/v split) needs no copies
+    let [dq, dk, dv] = match packed_grads(&q4, &k4, &v4, ord)? {
+        Some(g) => g,
+        None => [empty_in_order(&q4, ord)?, empty_in_order(&k4, ord)?, empty_in_order(&v4, ord)?],
+    };
     let delta = empty(OP, ord, DType::F32, &[p.batch * p.n_heads * p.q_len])?;
     let bufs = FlashBwdBuffers {
         q: operand(&q4)?,

@@ -102,6 +102,48 @@ fn composite_grad(x: &Tensor, t: &Tensor, g: &Tensor, ignore_index: i64, r: Redu
     p.sub(&onehot)?.mul(&scale.unsqueeze(1)?)
 }
 
+/// `cross_entropy` of CUDA f16/bf16 logits under autocast, whose policy runs the loss in float32
+/// on the logits cast up: the float32 loss (and the gradient for the low-precision logits) by
+/// kernels that read the logits as they are, so neither the `[N, C]` float32 cast nor its float32
+/// gradient is made. The values of the cast path up to float32 rounding (the cast up is exact;
+/// the forward sums its exponentials in one pass with per-thread rescaling; the gradient is the
+/// float32 one rounded once). None where the fused kernels do not apply.
+#[cfg(feature = "cuda")]
+pub(crate) fn cross_entropy_autocast_f32(x: &Tensor, t: &Tensor, ignore_index: i64, r: Reduction) -> Result<Option<Tensor>> {
+    use crate::backend::cuda::loss;
+    if !x.device().is_cuda() || !matches!(x.dtype(), DType::F16 | DType::BF16) || x.ndim() != 2 || !t.dtype().is_int() || t.ndim() != 1 {
+        return Ok(None);
+    }
+    let Some(f) = loss::cross_entropy_forward_f32(x, t, ignore_index)? else { return Ok(None) };
+    let _ng = autograd::no_grad();
+    let count = match r {
+        Reduction::Mean => Some(f.valid.sum()?),
+        _ => None,
+    };
+    let out = match r {
+        Reduction::None => f.loss.clone(),
+        Reduction::Sum => f.loss.sum()?,
+        Reduction::Mean => f.loss.sum()?.div(count.as_ref().ok_or_else(|| Error::value("cross_entropy", "no count"))?)?,
+    };
+    drop(_ng);
+    let sx = Saved::new("cross_entropy", x);
+    let (target, lse) = (t.clone(), f.lse);
+    autograd::record("CrossEntropyLoss", &[x], std::slice::from_ref(&out), move |_, g| {
+        let x = sx.get()?;
+        let kernel = if autograd::is_grad_enabled() { None } else { loss::cross_entropy_backward_f32(&x, &target, &lse, &g[0], count.as_ref(), ignore_index)? };
+        let gx = match kernel {
+            Some(gx) => gx,
+            None => {
+                // the differentiable composite on the float32 logits (as the cast path records)
+                let valid = target.ne_scalar(ignore_index)?.sum()?.item()?.to_f64() as usize;
+                composite_grad(&x.to_dtype(DType::F32)?, &target, &g[0], ignore_index, r, valid)?.to_dtype(x.dtype())?
+            }
+        };
+        Ok(vec![Some(gx)])
+    });
+    Ok(Some(out))
+}
+
 /// The CUDA path of [`cross_entropy_fused`]; None when the kernels do not take these inputs.
 #[cfg(feature = "cuda")]
 fn cross_entropy_cuda(x: &Tensor, t: &Tensor, ignore_index: i64, r: Reduction) -> Result<Option<Tensor>> {

@@ -216,6 +216,15 @@ pub fn nll_loss(x: &Tensor, t: &Tensor, w: Option<&Tensor>, ignore_index: i64, r
 /// `cross_entropy(input, target, weight, ignore_index, reduction, label_smoothing)`; the target is
 /// class indices (integer) or class probabilities (float, same shape as input).
 pub fn cross_entropy(x: &Tensor, t: &Tensor, w: Option<&Tensor>, ignore_index: i64, r: Reduction, label_smoothing: f64) -> Result<Tensor> {
+    // autocast runs this loss in float32: 16-bit CUDA logits go to kernels that read them as
+    // they are instead of through a float32 copy (the same values up to float32 rounding)
+    #[cfg(feature = "cuda")]
+    if w.is_none() && label_smoothing == 0.0 && x.device().is_cuda() && crate::amp::is_autocast_enabled(x.device()) && crate::amp::policy("cross_entropy_loss", crate::amp::DeviceKind::Cuda) == Some(crate::amp::Policy::Fp32) {
+        let _off = crate::amp::suspend_all();
+        if let Some(l) = super::cross_entropy::cross_entropy_autocast_f32(x, t, ignore_index, r)? {
+            return Ok(l);
+        }
+    }
     if let Some(c) = crate::amp::optional("cross_entropy_loss", &[Some(x), Some(t), w])? {
         return cross_entropy(c.req(0)?, c.req(1)?, c.opt(2), ignore_index, r, label_smoothing);
     }

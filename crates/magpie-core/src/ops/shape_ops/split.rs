@@ -90,6 +90,11 @@ impl Tensor {
             out
         };
         autograd::record(name, &[self], &pieces, move |_, g| {
+            if !drop_dim && !autograd::is_grad_enabled() {
+                if let Some(t) = joined_view(g, d) {
+                    return Ok(vec![Some(t)]);
+                }
+            }
             Ok(vec![Some(if drop_dim { stack(g, d as i64)? } else { cat(g, d as i64)? })])
         });
         if safe {
@@ -188,4 +193,30 @@ impl Tensor {
         let d = wrap_dim("unbind", dim, self.ndim())?;
         self.multi_output_views("Unbind", d, &vec![1; self.shape()[d]], true, true)
     }
+}
+
+/// `cat(g, d)` as a view, when the pieces already sit side by side along `d` in one storage with
+/// equal strides and the joined layout is dense (no element twice): a backward kernel that wrote
+/// the pieces' gradients into one buffer in the layout of the split tensor (the flash attention
+/// backward does for a fused q/k/v projection) then costs no copy. None otherwise; only for
+/// gradients that are not differentiated again (the view records nothing).
+fn joined_view(g: &[Tensor], d: usize) -> Option<Tensor> {
+    let first = g.first()?;
+    let (nd, st) = (first.ndim(), first.strides());
+    if d >= nd || g.len() < 2 {
+        return None;
+    }
+    let mut shape = first.shape().to_vec();
+    shape[d] = 0;
+    let mut next = first.storage_offset();
+    for t in g {
+        let same_dims = t.ndim() == nd && t.shape().iter().enumerate().all(|(i, &n)| i == d || n == first.shape()[i]);
+        if !t.shares_storage(first) || t.dtype() != first.dtype() || t.strides() != st || !same_dims || t.requires_grad() || t.storage_offset() != next {
+            return None;
+        }
+        shape[d] += t.shape()[d];
+        next += t.shape()[d] * st[d];
+    }
+    let l = crate::layout::Layout { shape, strides: st.to_vec(), offset: first.storage_offset() };
+    l.is_dense().then(|| first.with_layout(l))
 }

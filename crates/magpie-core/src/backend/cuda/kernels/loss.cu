@@ -57,3 +57,73 @@ extern "C" __global__ void ce_bwd(const T* __restrict__ x, const i64* __restrict
         dx[i] = Ty<T>::st((p - (j == ti ? (A)1 : (A)0)) * sc);
     }
 }
+
+// ce_fwd for 16-bit logits under autocast, whose loss PyTorch computes in float32 from the
+// logits cast up (exact): the same loss reading T directly, with float outputs, in one pass over
+// the row (each thread keeps a running maximum and its rescaled sum of exponentials; the block
+// then rescales the threads' sums to the row's maximum).
+extern "C" __global__ void __launch_bounds__(1024) ce_fwd_f32(const T* __restrict__ x, const i64* __restrict__ t, float* __restrict__ loss,
+                                                              float* __restrict__ lse_out, float* __restrict__ valid, i64 c, i64 ignore_index) {
+    __shared__ float sm[32];
+    const i64 r = blockIdx.x;
+    const T* xr = x + r * c;
+    const float ninf = lowest_of<float>(), pinf = highest_of<float>();
+    float m = ninf, s = 0;
+    for (i64 i = threadIdx.x; i < c; i += blockDim.x) {
+        const float v = (float)Ty<T>::ld(xr[i]);
+        if (v > m) {
+            s = (m == ninf ? 0.0f : s * m_exp(m - v)) + 1.0f;
+            m = v;
+        } else if (v == m) {
+            if (m != ninf) s += 1.0f;
+        } else {
+            s += m_exp(v - m);
+        }
+    }
+    const float mx = block_reduce<OpMax<float> >(m, sm);
+    // this thread's sum at the row's maximum (an infinite maximum counts its infinite terms only)
+    float part;
+    if (m == ninf) part = 0;
+    else if (mx == pinf) part = m == pinf ? s : 0.0f;
+    else part = s * m_exp(m - mx);
+    __syncthreads();
+    const float tot = block_reduce<OpSum<float> >(part, sm);
+    if (threadIdx.x == 0) {
+        const float lse = mx == ninf ? ninf : (mx == pinf ? pinf : mx + m_log(tot));
+        const i64 ti = t[r];
+        float l, v;
+        if (ti == ignore_index) {
+            l = 0;
+            v = 0;
+        } else if (ti < 0 || ti >= c) {
+            l = m_sqrt(-1.0f);
+            v = 1;
+        } else {
+            l = lse - (float)Ty<T>::ld(xr[ti]);
+            v = 1;
+        }
+        loss[r] = l;
+        lse_out[r] = lse;
+        valid[r] = v;
+    }
+}
+
+// ce_bwd for 16-bit logits with the float32 lse, upstream gradient and count of ce_fwd_f32: the
+// float gradient rounded once to T (what the float32 gradient cast back to the logits' dtype
+// gives). A 2-d grid (rows by column chunks) so that no thread divides by c.
+extern "C" __global__ void ce_bwd_f32(const T* __restrict__ x, const i64* __restrict__ t, const float* __restrict__ lse, const float* __restrict__ g,
+                                      i64 gstride, const float* __restrict__ count, T* __restrict__ dx, i64 rows, i64 c, i64 ignore_index) {
+    for (i64 r = blockIdx.y; r < rows; r += gridDim.y) {
+        const i64 ti = t[r];
+        const bool ign = ti == ignore_index;
+        float sc = g[r * gstride];
+        if (count) sc = sc / count[0];
+        const float l = lse[r];
+        const T* xr = x + r * c;
+        T* dr = dx + r * c;
+        for (i64 j = (i64)blockIdx.x * blockDim.x + threadIdx.x; j < c; j += (i64)gridDim.x * blockDim.x) {
+            const float p = m_exp((float)Ty<T>::ld(xr[j]) - l);
+            dr[j] = Ty<T>::st(ign ? 0.0f : (p - (j == ti ? 1.0f : 0.0f)) * sc);
+        }
+    }
+}
