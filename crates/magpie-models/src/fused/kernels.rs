@@ -36,6 +36,73 @@ pub struct SampleArgs {
     pub seed: u64,
 }
 
+/// The prologue of a fused decode GEMV: the norm applied to each input row (the residual stream)
+/// before the product, as `add_norm` computes it.
+#[derive(Clone, Copy, Debug)]
+pub struct GemvNorm {
+    /// RMSNorm (true) or LayerNorm.
+    pub rms: bool,
+    /// The norm's weight and bias (0: none) addresses, `k` elements each.
+    pub w: u64,
+    pub b: u64,
+    pub eps: f32,
+}
+
+/// What a fused decode GEMV does with its sums `y [m, n]` (see `gemv_fused` in kernels.cu). Bias
+/// addresses may be 0 (none).
+#[derive(Clone, Copy, Debug)]
+pub enum GemvEpi {
+    /// `y` into `y`, in the storage dtype or f32 (`out`).
+    Store { y: u64, out: DType },
+    /// The residual step: `res [m, n] += round(y + bias)`.
+    Residual { res: u64, bias: u64 },
+    /// `out [m, n] = act(y + bias)`.
+    Act { out: u64, bias: u64, kind: ActKind },
+    /// The gated MLP over a `[2 inter, k]` gate | up weight (`n` = 2 inter):
+    /// `out [m, inter] = round(act(gate + bias)) * (up + bias)`.
+    Gated { out: u64, bias: u64, kind: ActKind },
+    /// The attention input of a decode step (row m is sequence m, at position `pos[m]`): q|k|v plus
+    /// `bias`, the rotary embedding (`cos`/`sin` tables, 0: none), q into `q [m, heads, head_dim]`
+    /// and k, v into the caches, as `rope_kv`.
+    Qkv { q: u64, kc: u64, vc: u64, bias: u64, pos: u64, cos: u64, sin: u64, heads: (usize, usize, usize), cache_strides: (i64, i64) },
+}
+
+/// `GemvArgs` of kernels.cu, field for field.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct GemvArgs {
+    x: u64,
+    w: u64,
+    y: u64,
+    nw: u64,
+    nb: u64,
+    bias: u64,
+    res: u64,
+    out: u64,
+    kc: u64,
+    vc: u64,
+    pos: u64,
+    cos: u64,
+    sin: u64,
+    cache_sb: i64,
+    cache_sh: i64,
+    n: i32,
+    k: i32,
+    units: i32,
+    ks: i32,
+    norm: i32,
+    epi: i32,
+    act: i32,
+    h: i32,
+    kvh: i32,
+    d: i32,
+    eps: f32,
+    pad: i32,
+}
+
+/// Shared memory a block may take without opting in (the normalized input rows live there).
+const SMEM_DEFAULT: usize = 48 * 1024;
+
 /// The compiled kernels of one storage dtype.
 pub struct Kernels {
     pub dtype: DType,
@@ -48,6 +115,12 @@ pub struct Kernels {
     gemv: [Func; 4],
     /// GEMV for 1..=4 rows with f32 output (the LM head).
     gemv_f32: [Func; 4],
+    /// Fused decode GEMV (`gemv_fused`) for 1..=4 rows, one or two weight rows per unit.
+    gemvx: [[Func; 2]; 4],
+    /// The same with f32 output (the LM head; one row per unit).
+    gemvx_f32: [Func; 4],
+    /// Warps per output unit of the fused GEMV (1, 2 or 4); 0 chooses from the shape.
+    pub gemv_split: usize,
     /// Launch with programmatic dependent launch (each kernel's launch overlaps the previous one's tail).
     pub pdl: bool,
 }
@@ -81,6 +154,14 @@ impl Kernels {
             select: f("select_token")?,
             gemv: [f("gemv1")?, f("gemv2")?, f("gemv3")?, f("gemv4")?],
             gemv_f32: [g("gemv1")?, g("gemv2")?, g("gemv3")?, g("gemv4")?],
+            gemvx: [
+                [f("gemvx1r1")?, f("gemvx1r2")?],
+                [f("gemvx2r1")?, f("gemvx2r2")?],
+                [f("gemvx3r1")?, f("gemvx3r2")?],
+                [f("gemvx4r1")?, f("gemvx4r2")?],
+            ],
+            gemvx_f32: [g("gemvx1r1")?, g("gemvx2r1")?, g("gemvx3r1")?, g("gemvx4r1")?],
+            gemv_split: 0,
             pdl: true,
         })
     }
@@ -159,5 +240,111 @@ impl Kernels {
             return self.go(dev, "fused.gemv", f, (n.div_ceil(warps as usize) as u32, 1, 1), (32 * warps, 1, 1), 0, &mut a);
         }
         blas::gemm_nt(dev, self.dtype, out, m, n, k, x, w, y)
+    }
+
+    /// Whether `gemv_fused` takes `m` rows of `k` (16-byte aligned rows and addresses, and room
+    /// in shared memory for the normalized rows when `norm`).
+    pub fn gemv_fusable(&self, m: usize, k: usize, x: u64, w: u64, norm: bool) -> bool {
+        let esz = self.dtype.size();
+        let vec = 16 / esz;
+        (1..=4).contains(&m) && k > 0 && k.is_multiple_of(vec) && x % 16 == 0 && w % 16 == 0 && (!norm || m * k * esz <= SMEM_DEFAULT) && k <= i32::MAX as usize
+    }
+
+    /// `y [m, n] = norm(x) [m, k] · w [n, k]ᵀ` for a decode batch of 1 to 4 rows, with the
+    /// neighbouring steps folded in: `norm` (the prologue, None: x as given) and `epi` (what
+    /// happens to the sums). See `gemv_fused` in kernels.cu.
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemv_fused(&self, dev: &CudaDevice, m: usize, n: usize, k: usize, x: u64, w: u64, norm: Option<GemvNorm>, epi: GemvEpi) -> Result<()> {
+        let op = "fused.gemv_fused";
+        if !self.gemv_fusable(m, k, x, w, norm.is_some()) || n == 0 || n > i32::MAX as usize {
+            return Err(Error::value(op, format!("{m} rows of {k} (x at {x:#x}, w at {w:#x}) x {n} outputs do not fit the fused GEMV")));
+        }
+        let mut a = GemvArgs { x, w, n: n as i32, k: k as i32, units: n as i32, ..GemvArgs::default() };
+        if let Some(nm) = norm {
+            a.norm = if nm.rms { 1 } else { 2 };
+            a.nw = nm.w;
+            a.nb = nm.b;
+            a.eps = nm.eps;
+        }
+        let mut pair = false;
+        let mut f32_out = false;
+        match epi {
+            GemvEpi::Store { y, out } => {
+                a.y = y;
+                if out == DType::F32 && self.dtype != DType::F32 {
+                    f32_out = true;
+                } else if out != self.dtype {
+                    return Err(Error::value(op, format!("output dtype {out} of a {} GEMV", self.dtype)));
+                }
+            }
+            GemvEpi::Residual { res, bias } => {
+                a.epi = 1;
+                a.res = res;
+                a.bias = bias;
+            }
+            GemvEpi::Act { out, bias, kind } => {
+                a.epi = 2;
+                a.out = out;
+                a.bias = bias;
+                a.act = kind as i32;
+            }
+            GemvEpi::Gated { out, bias, kind } => {
+                if !n.is_multiple_of(2) {
+                    return Err(Error::value(op, format!("a gate | up weight has an even row count, got {n}")));
+                }
+                a.epi = 3;
+                a.out = out;
+                a.bias = bias;
+                a.act = kind as i32;
+                a.units = (n / 2) as i32;
+                pair = true;
+            }
+            GemvEpi::Qkv { q, kc, vc, bias, pos, cos, sin, heads: (h, kvh, d), cache_strides: (sb, sh) } => {
+                if d == 0 || !d.is_multiple_of(2) || (h + 2 * kvh) * d != n {
+                    return Err(Error::value(op, format!("{n} q|k|v rows for {h} + 2 x {kvh} heads of dim {d} (even dims only)")));
+                }
+                a.epi = 4;
+                a.out = q;
+                a.kc = kc;
+                a.vc = vc;
+                a.bias = bias;
+                a.pos = pos;
+                a.cos = cos;
+                a.sin = sin;
+                a.h = h as i32;
+                a.kvh = kvh as i32;
+                a.d = d as i32;
+                a.cache_sb = sb;
+                a.cache_sh = sh;
+                a.units = (n / 2) as i32;
+                pair = true;
+            }
+        }
+        let units = a.units as usize;
+        let chunks = k / (16 / self.dtype.size());
+        let sms = dev.sm_count.max(1) as usize;
+        // warps per unit: split K while the units alone leave the SMs under ~32 warps each and
+        // every warp still loops at least twice
+        let ks = match self.gemv_split {
+            0 => {
+                let mut ks = 1;
+                while ks < 4 && units * ks < sms * 32 && chunks >= 32 * ks * 4 {
+                    ks *= 2;
+                }
+                ks
+            }
+            s => s.next_power_of_two().min(4),
+        };
+        a.ks = ks as i32;
+        let warps = 4usize;
+        let blocks = units.div_ceil(warps / ks).min(sms * 16).max(1);
+        let smem = if norm.is_some() { m * k * self.dtype.size() } else { 0 };
+        let f = if f32_out { self.gemvx_f32[m - 1] } else { self.gemvx[m - 1][pair as usize] };
+        if f32_out && pair {
+            return Err(Error::value(op, "f32 output is for plain products"));
+        }
+        let mut args = Args::new();
+        args.push(a);
+        self.go(dev, op, f, (blocks as u32, 1, 1), (32 * warps as u32, 1, 1), smem as u32, &mut args)
     }
 }
