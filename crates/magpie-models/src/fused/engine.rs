@@ -408,12 +408,13 @@ impl FusedDecoder {
         let k = &self.k;
         let b = &self.b;
         let qd = s.heads * s.head_dim;
-        let mut ok = k.gemv_fusable(m, s.hidden, b.x.ptr, ptr(&self.w.lm_head)?, true);
+        let fin = (ptr(&self.w.final_norm.w)?, opt_ptr(&self.w.final_norm.b)?);
+        let mut ok = k.gemv_fusable(m, s.hidden, b.x.ptr, ptr(&self.w.lm_head)?, fin);
         for l in &self.lp {
-            ok &= k.gemv_fusable(m, s.hidden, b.x.ptr, l.qkv_w, true)
-                && k.gemv_fusable(m, qd, b.attn.ptr, l.o_w, false)
-                && k.gemv_fusable(m, s.hidden, b.x.ptr, l.up_w, true)
-                && k.gemv_fusable(m, s.inter, b.act.ptr, l.down_w, false);
+            ok &= k.gemv_fusable(m, s.hidden, b.x.ptr, l.qkv_w, l.n1)
+                && k.gemv_fusable(m, qd, b.attn.ptr, l.o_w, (0, 0))
+                && k.gemv_fusable(m, s.hidden, b.x.ptr, l.up_w, l.n2)
+                && k.gemv_fusable(m, s.inter, b.act.ptr, l.down_w, (0, 0));
         }
         Ok(ok)
     }
@@ -422,7 +423,8 @@ impl FusedDecoder {
     /// q|k|v GEMV (norm prologue; bias, rotary embedding and cache write in its epilogue), decode
     /// attention, the o GEMV (residual add), the gate|up or fc GEMV (norm prologue; activation),
     /// the down GEMV (residual add); then the LM head (final norm prologue) and the selection.
-    /// Same values as the unfused step up to the order of f32 sums.
+    /// Same values as the unfused step up to the order of f32 sums and the rounding of the
+    /// normalized rows (not rounded to the storage dtype before the product).
     fn fused_step(&self, m: usize) -> Result<()> {
         let (s, d, k, b) = (&self.w.spec, &*self.dev, &self.k, &self.b);
         let dt = self.dtype;

@@ -211,20 +211,22 @@ extern "C" __global__ void MP_K(fused_gemv4)(const T* x, const T* w, OT* y, int 
 //
 // y = x W^T for the MB (1..4) rows of a decode batch, where the steps around the product run inside
 // it instead of as kernels of their own:
-// - prologue `norm` (1 RMSNorm, 2 LayerNorm): x is the residual stream; each block normalizes the
-//   MB rows into shared memory (the values fused_add_norm would write to h, rounded the same way)
-//   and multiplies those;
+// - NORM (1 RMSNorm, 2 LayerNorm; 0 none): x is the residual stream and the product is taken with
+//   norm(x). Nothing waits for the norm: the warp multiplies W by (norm weight * x) while it sums
+//   x (and x^2) over the same chunks, and applies the statistics at the end: RMSNorm
+//   y = rsqrt(mean(x^2) + eps) sum W w x; LayerNorm y = r (sum W w x - mean sum W w) + sum W b
+//   with r = rsqrt(var + eps). The same as normalizing first up to f32 rounding, except that h is
+//   not rounded to T before the product (within the bf16/f16 tolerance of the module path).
 // - epilogue `epi`: 0 store y (OT); 1 the residual add of fused_add_norm (res += round(round(y) +
 //   bias)); 2 act(round(y) + bias) into `out`; 3 the gated MLP: a unit is the row pair (gate i,
 //   up i) of a [2 I, K] weight, out[i] = round(act(gate)) * up; 4 the attention input: a unit is
 //   the row pair (i, i + D/2) of one head of a [(H + 2 KVH) D, K] weight; bias, the rotary
 //   embedding at pos[m] (q and k heads, when cos_t is set) and the scatter of q to `out`
 //   [MB, H, D] and of k / v into the caches at (sequence m, kv head, pos[m]), as fused_rope_kv.
-// Each unit's K range is split over `ks` warps (1, 2, 4; more warps in flight for short outputs),
-// whose partial sums add in a fixed order; blocks loop over unit groups (grid-stride) so the
-// LM head's normalization runs once per block, not once per 4 rows. The weights are prefetched to
-// L2 before the wait on the previous kernel (they never change during a step), so with
-// programmatic dependent launch the first weight reads overlap the previous kernel's tail.
+// Each unit's K range is split over `ks` warps (1, 2, 4; more loads in flight for short outputs),
+// whose partial sums add in a fixed order. The weights are prefetched to L2 before the wait on the
+// previous kernel (they never change during a step), so with programmatic dependent launch the
+// first weight reads overlap the previous kernel's tail.
 // Field order: pointers, then 64-bit, then 32-bit values (the host's repr(C) mirror, GemvArgs).
 struct GemvArgs {
     const T* x;
@@ -256,14 +258,15 @@ __device__ __forceinline__ void unit_rows(const GemvArgs& a, int u, i64& r0, i64
     r1 = r0 + half;
 }
 
-template <int MB, int R>
+template <int MB, int R, int NORM>
 __device__ __forceinline__ void gemv_fused(const GemvArgs& a) {
-    extern __shared__ __align__(16) unsigned char mp_dyn[];
-    __shared__ float red[32];
-    __shared__ float part[4][MB * R];
+    // per warp: R x MB products, then (NORM) MB sums of x^2, (LayerNorm) MB sums of x and R sums
+    // of W w and of W b
+    const int NV = R * MB + (NORM ? MB : 0) + (NORM == 2 ? MB + 2 * R : 0);
+    __shared__ float part[4][NV];
     const int V = 16 / sizeof(T);
     const int K = a.K, chunks = K / V;
-    int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nwarps = blockDim.x >> 5;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
     int ks = a.ks, upb = nwarps / ks, kpart = warp % ks;
     // prefetch this block's first unit rows to L2 (weights only: safe before the wait)
     {
@@ -284,63 +287,16 @@ __device__ __forceinline__ void gemv_fused(const GemvArgs& a) {
         }
     }
     mp_pdl();
-    const T* xsrc = a.x;
-    if (a.norm) {
-        T* xs = reinterpret_cast<T*>(mp_dyn);
-        for (int b = 0; b < MB; b++) {
-            const uint4* xr = reinterpret_cast<const uint4*>(a.x + (i64)b * K);
-            uint4* sr = reinterpret_cast<uint4*>(xs + (i64)b * K);
-            float s = 0.0f;
-            for (int c = tid; c < chunks; c += blockDim.x) {
-                MpVec<T, V> v;
-                v.raw = xr[c];
-                sr[c] = v.raw;
-#pragma unroll
-                for (int e = 0; e < V; e++) {
-                    float f = to_f32(v.v[e]);
-                    s += a.norm == 1 ? f * f : f;
-                }
-            }
-            float mean = block_sum(s, red) / K;
-            T* row = xs + (i64)b * K;
-            if (a.norm == 1) {
-                float r = rsqrtf(mean + a.eps);
-                for (int c = tid; c < chunks; c += blockDim.x)
-#pragma unroll
-                    for (int e = 0; e < V; e++) {
-                        int i = c * V + e;
-                        row[i] = cvt<T>(to_f32(a.nw[i]) * rnd(to_f32(row[i]) * r));
-                    }
-            } else {
-                float q = 0.0f;
-                for (int c = tid; c < chunks; c += blockDim.x)
-#pragma unroll
-                    for (int e = 0; e < V; e++) {
-                        float d = to_f32(row[c * V + e]) - mean;
-                        q += d * d;
-                    }
-                float r = rsqrtf(block_sum(q, red) / K + a.eps);
-                for (int c = tid; c < chunks; c += blockDim.x)
-#pragma unroll
-                    for (int e = 0; e < V; e++) {
-                        int i = c * V + e;
-                        row[i] = cvt<T>((to_f32(row[i]) - mean) * r * to_f32(a.nw[i]) + (a.nb ? to_f32(a.nb[i]) : 0.0f));
-                    }
-            }
-        }
-        __syncthreads();
-        xsrc = xs;
-    }
     for (int ub = blockIdx.x; ub * upb < a.units; ub += gridDim.x) {
         int u = ub * upb + warp / ks;
         bool live = u < a.units;
         i64 r0 = 0, r1 = 0;
         if (live) unit_rows<R>(a, u, r0, r1);
-        float acc[R][MB];
+        float v[NV];
 #pragma unroll
-        for (int r = 0; r < R; r++)
-#pragma unroll
-            for (int b = 0; b < MB; b++) acc[r][b] = 0.0f;
+        for (int j = 0; j < NV; j++) v[j] = 0.0f;
+        // v[r * MB + b]: products; v[R MB + b]: sum x^2; v[(R + 1) MB + b]: sum x;
+        // v[(R + 2) MB + r]: sum W w; v[(R + 2) MB + R + r]: sum W b
         if (live) {
             const uint4* w0 = reinterpret_cast<const uint4*>(a.w + r0 * K);
             const uint4* w1 = reinterpret_cast<const uint4*>(a.w + r1 * K);
@@ -349,47 +305,82 @@ __device__ __forceinline__ void gemv_fused(const GemvArgs& a) {
                 MpVec<T, V> wv[R];
                 wv[0].raw = __ldg(w0 + c);
                 if (R == 2) wv[R - 1].raw = __ldg(w1 + c);
+                float g[V], bb[V];
+                if (NORM) {
+                    MpVec<T, V> t;
+                    t.raw = __ldg(reinterpret_cast<const uint4*>(a.nw) + c);
 #pragma unroll
-                for (int b = 0; b < MB; b++) {
-                    MpVec<T, V> xv;
-                    xv.raw = reinterpret_cast<const uint4*>(xsrc + (i64)b * K)[c];
+                    for (int e = 0; e < V; e++) g[e] = to_f32(t.v[e]);
+                }
+                if (NORM == 2) {
+                    MpVec<T, V> t;
+                    if (a.nb) t.raw = __ldg(reinterpret_cast<const uint4*>(a.nb) + c);
+#pragma unroll
+                    for (int e = 0; e < V; e++) bb[e] = a.nb ? to_f32(t.v[e]) : 0.0f;
 #pragma unroll
                     for (int r = 0; r < R; r++)
 #pragma unroll
-                        for (int e = 0; e < V; e++) acc[r][b] += to_f32(wv[r].v[e]) * to_f32(xv.v[e]);
+                        for (int e = 0; e < V; e++) {
+                            float wf = to_f32(wv[r].v[e]);
+                            v[(R + 2) * MB + r] += wf * g[e];
+                            v[(R + 2) * MB + R + r] += wf * bb[e];
+                        }
+                }
+#pragma unroll
+                for (int b = 0; b < MB; b++) {
+                    MpVec<T, V> xv;
+                    xv.raw = __ldg(reinterpret_cast<const uint4*>(a.x + (i64)b * K) + c);
+#pragma unroll
+                    for (int e = 0; e < V; e++) {
+                        float xf = to_f32(xv.v[e]);
+                        if (NORM) v[R * MB + b] += xf * xf;
+                        if (NORM == 2) v[(R + 1) * MB + b] += xf;
+                        float xw = NORM ? xf * g[e] : xf;
+#pragma unroll
+                        for (int r = 0; r < R; r++) v[r * MB + b] += to_f32(wv[r].v[e]) * xw;
+                    }
                 }
             }
         }
 #pragma unroll
-        for (int r = 0; r < R; r++)
-#pragma unroll
-            for (int b = 0; b < MB; b++) acc[r][b] = warp_sum(acc[r][b]);
+        for (int j = 0; j < NV; j++) v[j] = warp_sum(v[j]);
         if (ks > 1) {
             // the partial sums of a unit's warps, added in warp order
             if (lane == 0)
 #pragma unroll
-                for (int r = 0; r < R; r++)
-#pragma unroll
-                    for (int b = 0; b < MB; b++) part[warp][r * MB + b] = acc[r][b];
+                for (int j = 0; j < NV; j++) part[warp][j] = v[j];
             __syncthreads();
             if (kpart == 0)
 #pragma unroll
-                for (int r = 0; r < R; r++)
-#pragma unroll
-                    for (int b = 0; b < MB; b++) {
-                        float s = 0.0f;
-                        for (int j = 0; j < ks; j++) s += part[warp + j][r * MB + b];
-                        acc[r][b] = s;
-                    }
+                for (int j = 0; j < NV; j++) {
+                    float t = 0.0f;
+                    for (int q = 0; q < ks; q++) t += part[warp + q][j];
+                    v[j] = t;
+                }
             __syncthreads();  // `part` is reused by the next unit group
         }
         if (!live || kpart != 0 || lane >= MB) continue;
         // lane b writes batch row b's outputs (the sums are in every lane)
         int b = lane;
-        float s0 = 0.0f, s1 = 0.0f;
+        float s0 = 0.0f, s1 = 0.0f, sq = 0.0f, sx = 0.0f;
 #pragma unroll
         for (int j = 0; j < MB; j++)
-            if (j == b) { s0 = acc[0][j]; s1 = acc[R - 1][j]; }
+            if (j == b) {
+                s0 = v[j];
+                s1 = v[(R - 1) * MB + j];
+                if (NORM) sq = v[R * MB + j];
+                if (NORM == 2) sx = v[(R + 1) * MB + j];
+            }
+        if (NORM == 1) {
+            float r = rsqrtf(sq / K + a.eps);
+            s0 *= r;
+            s1 *= r;
+        } else if (NORM == 2) {
+            float mean = sx / K;
+            float r = rsqrtf(fmaxf(sq / K - mean * mean, 0.0f) + a.eps);
+            s0 = r * (s0 - mean * v[(R + 2) * MB]) + v[(R + 2) * MB + R];
+            s1 = r * (s1 - mean * v[(R + 2) * MB + R - 1]) + v[(R + 2) * MB + 2 * R - 1];
+        }
         if (a.epi == 0) {
             a.y[(i64)b * a.N + r0] = cvt<OT>(s0);
         } else if (a.epi == 1) {
@@ -431,14 +422,13 @@ __device__ __forceinline__ void gemv_fused(const GemvArgs& a) {
         }
     }
 }
-extern "C" __global__ void __launch_bounds__(128) MP_K(fused_gemvx1r1)(const GemvArgs a) { gemv_fused<1, 1>(a); }
-extern "C" __global__ void __launch_bounds__(128) MP_K(fused_gemvx2r1)(const GemvArgs a) { gemv_fused<2, 1>(a); }
-extern "C" __global__ void __launch_bounds__(128) MP_K(fused_gemvx3r1)(const GemvArgs a) { gemv_fused<3, 1>(a); }
-extern "C" __global__ void __launch_bounds__(128) MP_K(fused_gemvx4r1)(const GemvArgs a) { gemv_fused<4, 1>(a); }
-extern "C" __global__ void __launch_bounds__(128) MP_K(fused_gemvx1r2)(const GemvArgs a) { gemv_fused<1, 2>(a); }
-extern "C" __global__ void __launch_bounds__(128) MP_K(fused_gemvx2r2)(const GemvArgs a) { gemv_fused<2, 2>(a); }
-extern "C" __global__ void __launch_bounds__(128) MP_K(fused_gemvx3r2)(const GemvArgs a) { gemv_fused<3, 2>(a); }
-extern "C" __global__ void __launch_bounds__(128) MP_K(fused_gemvx4r2)(const GemvArgs a) { gemv_fused<4, 2>(a); }
+#define MP_GEMVX(MB, R, N) \
+    extern "C" __global__ void __launch_bounds__(128) MP_K(fused_gemvx##MB##r##R##n##N)(const GemvArgs a) { gemv_fused<MB, R, N>(a); }
+#define MP_GEMVX_MB(MB) MP_GEMVX(MB, 1, 0) MP_GEMVX(MB, 1, 1) MP_GEMVX(MB, 1, 2) MP_GEMVX(MB, 2, 1) MP_GEMVX(MB, 2, 2)
+MP_GEMVX_MB(1)
+MP_GEMVX_MB(2)
+MP_GEMVX_MB(3)
+MP_GEMVX_MB(4)
 
 // ---- token selection: one block (1024 threads) per sequence, over f32 logits [B, V] ----
 
@@ -504,9 +494,20 @@ extern "C" __global__ void MP_K(fused_select_token)(float* __restrict__ logits, 
     // argmax (first index on ties; NaN never wins)
     float best = -MP_INF;
     int bi = 0x7fffffff;
-    for (int i = threadIdx.x; i < V; i += blockDim.x) {
-        float v = l[i];
-        if (v > best || (bi == 0x7fffffff && !(v != v))) { best = v; bi = i; }
+    // 8 loads in flight per thread, compared in index order (a plain loop waits for each load)
+    for (int i0 = threadIdx.x; i0 < V; i0 += 8 * blockDim.x) {
+        float lv[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            int i = i0 + j * blockDim.x;
+            lv[j] = i < V ? l[i] : 0.0f;
+        }
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            int i = i0 + j * blockDim.x;
+            float v = lv[j];
+            if (i < V && (v > best || (bi == 0x7fffffff && !(v != v)))) { best = v; bi = i; }
+        }
     }
     for (int o = 16; o > 0; o >>= 1) {
         float ov = __shfl_xor_sync(0xffffffffu, best, o);

@@ -100,9 +100,6 @@ struct GemvArgs {
     pad: i32,
 }
 
-/// Shared memory a block may take without opting in (the normalized input rows live there).
-const SMEM_DEFAULT: usize = 48 * 1024;
-
 /// The compiled kernels of one storage dtype.
 pub struct Kernels {
     pub dtype: DType,
@@ -115,10 +112,11 @@ pub struct Kernels {
     gemv: [Func; 4],
     /// GEMV for 1..=4 rows with f32 output (the LM head).
     gemv_f32: [Func; 4],
-    /// Fused decode GEMV (`gemv_fused`) for 1..=4 rows, one or two weight rows per unit.
-    gemvx: [[Func; 2]; 4],
-    /// The same with f32 output (the LM head; one row per unit).
-    gemvx_f32: [Func; 4],
+    /// Fused decode GEMV (`gemv_fused`) for 1..=4 rows, by (weight rows per unit, norm): (1, none),
+    /// (1, RMS), (1, Layer), (2, RMS), (2, Layer).
+    gemvx: [[Func; 5]; 4],
+    /// The same with f32 output (the LM head; the first three variants).
+    gemvx_f32: [[Func; 3]; 4],
     /// Warps per output unit of the fused GEMV (1, 2 or 4); 0 chooses from the shape.
     pub gemv_split: usize,
     /// Launch with programmatic dependent launch (each kernel's launch overlaps the previous one's tail).
@@ -132,6 +130,17 @@ fn ctype(dt: DType) -> Result<&'static str> {
         DType::F16 => Ok("half_t"),
         d => Err(Error::unsupported("fused", format!("the fused engine runs float32, bfloat16 or float16, not {d}"))),
     }
+}
+
+/// The fused GEMV variants of `mb` rows (see [`Kernels::gemvx`]).
+fn gemvx(mb: usize, f: &dyn Fn(&str) -> Result<Func>) -> Result<[Func; 5]> {
+    let [a, b, c] = gemvx_plain(mb, f)?;
+    Ok([a, b, c, f(&format!("gemvx{mb}r2n1"))?, f(&format!("gemvx{mb}r2n2"))?])
+}
+
+/// The one-row-per-unit fused GEMV variants of `mb` rows: no norm, RMSNorm, LayerNorm.
+fn gemvx_plain(mb: usize, f: &dyn Fn(&str) -> Result<Func>) -> Result<[Func; 3]> {
+    Ok([f(&format!("gemvx{mb}r1n0"))?, f(&format!("gemvx{mb}r1n1"))?, f(&format!("gemvx{mb}r1n2"))?])
 }
 
 impl Kernels {
@@ -154,13 +163,8 @@ impl Kernels {
             select: f("select_token")?,
             gemv: [f("gemv1")?, f("gemv2")?, f("gemv3")?, f("gemv4")?],
             gemv_f32: [g("gemv1")?, g("gemv2")?, g("gemv3")?, g("gemv4")?],
-            gemvx: [
-                [f("gemvx1r1")?, f("gemvx1r2")?],
-                [f("gemvx2r1")?, f("gemvx2r2")?],
-                [f("gemvx3r1")?, f("gemvx3r2")?],
-                [f("gemvx4r1")?, f("gemvx4r2")?],
-            ],
-            gemvx_f32: [g("gemvx1r1")?, g("gemvx2r1")?, g("gemvx3r1")?, g("gemvx4r1")?],
+            gemvx: [gemvx(1, &f)?, gemvx(2, &f)?, gemvx(3, &f)?, gemvx(4, &f)?],
+            gemvx_f32: [gemvx_plain(1, &g)?, gemvx_plain(2, &g)?, gemvx_plain(3, &g)?, gemvx_plain(4, &g)?],
             gemv_split: 0,
             pdl: true,
         })
@@ -242,12 +246,11 @@ impl Kernels {
         blas::gemm_nt(dev, self.dtype, out, m, n, k, x, w, y)
     }
 
-    /// Whether `gemv_fused` takes `m` rows of `k` (16-byte aligned rows and addresses, and room
-    /// in shared memory for the normalized rows when `norm`).
-    pub fn gemv_fusable(&self, m: usize, k: usize, x: u64, w: u64, norm: bool) -> bool {
-        let esz = self.dtype.size();
-        let vec = 16 / esz;
-        (1..=4).contains(&m) && k > 0 && k.is_multiple_of(vec) && x % 16 == 0 && w % 16 == 0 && (!norm || m * k * esz <= SMEM_DEFAULT) && k <= i32::MAX as usize
+    /// Whether `gemv_fused` takes `m` rows of `k` (16-byte aligned rows and addresses, the norm's
+    /// weight and bias included; `norm` holds their addresses, 0 for none).
+    pub fn gemv_fusable(&self, m: usize, k: usize, x: u64, w: u64, norm: (u64, u64)) -> bool {
+        let vec = 16 / self.dtype.size();
+        (1..=4).contains(&m) && k > 0 && k.is_multiple_of(vec) && k <= i32::MAX as usize && [x, w, norm.0, norm.1].iter().all(|p| p % 16 == 0)
     }
 
     /// `y [m, n] = norm(x) [m, k] · w [n, k]ᵀ` for a decode batch of 1 to 4 rows, with the
@@ -256,7 +259,8 @@ impl Kernels {
     #[allow(clippy::too_many_arguments)]
     pub fn gemv_fused(&self, dev: &CudaDevice, m: usize, n: usize, k: usize, x: u64, w: u64, norm: Option<GemvNorm>, epi: GemvEpi) -> Result<()> {
         let op = "fused.gemv_fused";
-        if !self.gemv_fusable(m, k, x, w, norm.is_some()) || n == 0 || n > i32::MAX as usize {
+        let nptr = norm.map_or((0, 0), |nm| (nm.w, nm.b));
+        if !self.gemv_fusable(m, k, x, w, nptr) || n == 0 || n > i32::MAX as usize {
             return Err(Error::value(op, format!("{m} rows of {k} (x at {x:#x}, w at {w:#x}) x {n} outputs do not fit the fused GEMV")));
         }
         let mut a = GemvArgs { x, w, n: n as i32, k: k as i32, units: n as i32, ..GemvArgs::default() };
@@ -337,14 +341,19 @@ impl Kernels {
         };
         a.ks = ks as i32;
         let warps = 4usize;
-        let blocks = units.div_ceil(warps / ks).min(sms * 16).max(1);
-        let smem = if norm.is_some() { m * k * self.dtype.size() } else { 0 };
-        let f = if f32_out { self.gemvx_f32[m - 1] } else { self.gemvx[m - 1][pair as usize] };
-        if f32_out && pair {
-            return Err(Error::value(op, "f32 output is for plain products"));
-        }
+        let blocks = units.div_ceil(warps / ks).clamp(1, i32::MAX as usize);
+        let variant = match (pair, a.norm) {
+            (false, n) => n as usize,
+            (true, 0) => return Err(Error::value(op, "the row-pair epilogues come with a norm")),
+            (true, n) => 2 + n as usize,
+        };
+        let f = match (f32_out, variant) {
+            (false, v) => self.gemvx[m - 1][v],
+            (true, v) if v < 3 => self.gemvx_f32[m - 1][v],
+            _ => return Err(Error::value(op, "f32 output is for plain products")),
+        };
         let mut args = Args::new();
         args.push(a);
-        self.go(dev, op, f, (blocks as u32, 1, 1), (32 * warps as u32, 1, 1), smem as u32, &mut args)
+        self.go(dev, op, f, (blocks as u32, 1, 1), (32 * warps as u32, 1, 1), 0, &mut args)
     }
 }
