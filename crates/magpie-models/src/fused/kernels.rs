@@ -6,6 +6,7 @@ use magpie_core::backend::cuda::compile::{self, PREAMBLE};
 use magpie_core::backend::cuda::device::{CudaDevice, Func};
 use magpie_core::backend::cuda::launch::{launch, launch_pdl, Args};
 use magpie_core::{DType, Error, Result};
+use std::collections::HashMap;
 
 const SRC: &str = include_str!("kernels.cu");
 
@@ -152,8 +153,28 @@ impl Kernels {
         let src = |ot: &str, suffix: &str| format!("{PREAMBLE}\ntypedef {t} T;\ntypedef {ot} OT;\n#define MP_SUFFIX {suffix}\n{SRC}");
         let (s1, s2) = (format!("_{}", dtype.name()), format!("_{}_f32out", dtype.name()));
         let (same, f32o) = (src(t, &s1), src("float", &s2));
-        let f = |k: &str| compile::function(dev, &format!("fused_{k}{s1}"), &same);
-        let g = |k: &str| compile::function(dev, &format!("fused_{k}{s2}"), &f32o);
+        // every kernel of a module from one NVRTC compilation (the GEMV variants make the source
+        // heavy: compiling it once per kernel took minutes)
+        let mut plain: Vec<String> = ["embed", "add_norm", "rope_kv", "act", "select_token", "gemv1", "gemv2", "gemv3", "gemv4"].iter().map(|k| k.to_string()).collect();
+        let mut wide: Vec<String> = ["gemv1", "gemv2", "gemv3", "gemv4"].iter().map(|k| k.to_string()).collect();
+        for mb in 1..=4 {
+            for v in ["r1n0", "r1n1", "r1n2", "r2n1", "r2n2"] {
+                plain.push(format!("gemvx{mb}{v}"));
+            }
+            for v in ["r1n0", "r1n1", "r1n2"] {
+                wide.push(format!("gemvx{mb}{v}"));
+            }
+        }
+        let load = |names: &[String], suffix: &str, src: &str| -> Result<HashMap<String, Func>> {
+            let full: Vec<String> = names.iter().map(|k| format!("fused_{k}{suffix}")).collect();
+            let fs = compile::functions(dev, &format!("fused{suffix}"), src, &full)?;
+            Ok(names.iter().cloned().zip(fs).collect())
+        };
+        let fm = load(&plain, &s1, &same)?;
+        let gm = load(&wide, &s2, &f32o)?;
+        let pick = |m: &HashMap<String, Func>, k: &str| m.get(k).copied().ok_or_else(|| Error::device("fused", format!("kernel {k} missing")));
+        let f = |k: &str| pick(&fm, k);
+        let g = |k: &str| pick(&gm, k);
         Ok(Kernels {
             dtype,
             embed: f("embed")?,
