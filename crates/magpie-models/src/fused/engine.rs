@@ -402,7 +402,7 @@ impl FusedDecoder {
     /// every product fits the fused GEMV.
     fn fusable(&self, m: usize) -> Result<bool> {
         let s = &self.w.spec;
-        if !(self.cfg.fuse && self.cfg.gemv) || !s.head_dim.is_multiple_of(2) {
+        if !(self.cfg.fuse && self.cfg.gemv && s.head_dim.is_multiple_of(2)) {
             return Ok(false);
         }
         let k = &self.k;

@@ -271,7 +271,7 @@ impl Kernels {
     /// weight and bias included; `norm` holds their addresses, 0 for none).
     pub fn gemv_fusable(&self, m: usize, k: usize, x: u64, w: u64, norm: (u64, u64)) -> bool {
         let vec = 16 / self.dtype.size();
-        (1..=4).contains(&m) && k > 0 && k.is_multiple_of(vec) && k <= i32::MAX as usize && [x, w, norm.0, norm.1].iter().all(|p| p % 16 == 0)
+        (1..=4).contains(&m) && k > 0 && k.is_multiple_of(vec) && k <= i32::MAX as usize && [x, w, norm.0, norm.1].iter().all(|p| p.is_multiple_of(16))
     }
 
     /// `y [m, n] = norm(x) [m, k] · w [n, k]ᵀ` for a decode batch of 1 to 4 rows, with the
