@@ -420,9 +420,9 @@ impl FusedDecoder {
     }
 
     /// A decode step of `m` (1-4) rows with the small kernels folded into the GEMVs: per block the
-    /// q|k|v GEMV (norm prologue; bias, rotary embedding and cache write in its epilogue), decode
-    /// attention, the o GEMV (residual add), the gate|up or fc GEMV (norm prologue; activation),
-    /// the down GEMV (residual add); then the LM head (final norm prologue) and the selection.
+    /// q|k|v GEMV (norm on the fly; bias, rotary embedding and cache write in its epilogue), decode
+    /// attention, the o GEMV (residual add), the gate|up or fc GEMV (norm on the fly; activation),
+    /// the down GEMV (residual add); then the LM head (final norm on the fly) and the selection.
     /// Same values as the unfused step up to the order of f32 sums and the rounding of the
     /// normalized rows (not rounded to the storage dtype before the product).
     fn fused_step(&self, m: usize) -> Result<()> {

@@ -37,8 +37,8 @@ pub struct SampleArgs {
     pub seed: u64,
 }
 
-/// The prologue of a fused decode GEMV: the norm applied to each input row (the residual stream)
-/// before the product, as `add_norm` computes it.
+/// The norm a fused decode GEMV applies to its input rows (the residual stream): the product is
+/// taken with `norm(x)`, the statistics summed alongside it (see `gemv_fused` in kernels.cu).
 #[derive(Clone, Copy, Debug)]
 pub struct GemvNorm {
     /// RMSNorm (true) or LayerNorm.
@@ -275,8 +275,8 @@ impl Kernels {
     }
 
     /// `y [m, n] = norm(x) [m, k] · w [n, k]ᵀ` for a decode batch of 1 to 4 rows, with the
-    /// neighbouring steps folded in: `norm` (the prologue, None: x as given) and `epi` (what
-    /// happens to the sums). See `gemv_fused` in kernels.cu.
+    /// neighbouring steps folded in: `norm` (None: x as given) and `epi` (what happens to the
+    /// sums). See `gemv_fused` in kernels.cu.
     #[allow(clippy::too_many_arguments)]
     pub fn gemv_fused(&self, dev: &CudaDevice, m: usize, n: usize, k: usize, x: u64, w: u64, norm: Option<GemvNorm>, epi: GemvEpi) -> Result<()> {
         let op = "fused.gemv_fused";
