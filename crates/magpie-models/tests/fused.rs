@@ -172,6 +172,77 @@ fn graph_replay_equals_eager_launches_and_gemv_equals_cublas() {
     }
 }
 
+/// A random model folder of odd widths: hidden 264, 6 heads of dim 44 (GQA 3:1 for Llama), MLP
+/// 712 (Llama) / 1056 (GPT-2), vocab 997.
+fn odd_model(dir: &Path, arch: &str) -> PathBuf {
+    let cfg = match arch {
+        "llama" => serde_json::json!({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 264,
+            "intermediate_size": 712, "num_hidden_layers": 2, "num_attention_heads": 6, "num_key_value_heads": 2, "head_dim": 44,
+            "vocab_size": 997, "max_position_embeddings": 4096, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+            "tie_word_embeddings": false, "hidden_act": "silu"}),
+        _ => serde_json::json!({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": 264, "n_layer": 2, "n_head": 6,
+            "vocab_size": 997, "n_positions": 256, "activation_function": "gelu_new"}),
+    };
+    let d = dir.join(format!("odd-{arch}"));
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(d.join("config.json"), cfg.to_string()).unwrap();
+    d
+}
+
+/// f32 logits after prefilling `prompts` (one row each, different lengths) and `steps` decode steps.
+fn decode_logits(m: &AutoModel, prompts: &[Vec<u32>], steps: usize, cfg: EngineConfig) -> (Vec<f32>, Vec<u32>, bool) {
+    let mut e = FusedDecoder::from_model(m, cfg).unwrap();
+    e.set_sampling(magpie_models::fused::sample_args(&greedy(1))).unwrap();
+    for (r, p) in prompts.iter().enumerate() {
+        e.prefill(r, p).unwrap();
+    }
+    let n = prompts.len();
+    for _ in 0..steps {
+        e.decode_step(n).unwrap();
+    }
+    (e.logits(n).unwrap(), e.tokens(n).unwrap(), e.decode_fused(n))
+}
+
+/// The decode step with the norms, residual adds, activation, bias, rotary embedding and KV-cache
+/// write folded into the GEMVs against the separate kernels: GPT-2 (LayerNorm, biases, GELU),
+/// Llama (RMSNorm, SwiGLU, rope), Qwen2 (q/k/v bias), odd widths and head dims, batches 1-4 with
+/// rows at different positions, every split of K over warps, float32 and bfloat16.
+#[test]
+fn fused_decode_step_equals_the_separate_kernels() {
+    let Some(_serial) = gpu() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let prompts: Vec<Vec<u32>> = vec![(0..11).map(|i| (i * 29 + 3) % 500).collect(), vec![5, 9], (0..17).map(|i| (i * 13 + 7) % 500).collect(), vec![3]];
+    for dtype in [DType::F32, DType::BF16] {
+        let opts = LoadOptions { dtype, device: DEV };
+        let models = [
+            ("random llama", random(tmp.path(), "llama", dtype)),
+            ("random gpt2", random(tmp.path(), "gpt2", dtype)),
+            ("tiny-qwen2", load(&fixture("tiny-qwen2"), dtype)),
+            ("odd llama", AutoModel::from_config_random(odd_model(tmp.path(), "llama"), &opts, 5).unwrap()),
+            ("odd gpt2", AutoModel::from_config_random(odd_model(tmp.path(), "gpt2"), &opts, 6).unwrap()),
+        ];
+        // float32: three steps (the steps read the cache the fused steps wrote), tokens equal;
+        // bfloat16: one step (a rounding flip may pick another token later)
+        let (steps, tol) = if dtype == DType::F32 { (3, 1e-4) } else { (1, 3e-2) };
+        for (label, m) in &models {
+            for batch in 1..=4 {
+                let cfg = EngineConfig { max_batch: 4, max_len: 64, ..EngineConfig::default() };
+                let (want, want_tok, fused) = decode_logits(m, &prompts[..batch], steps, EngineConfig { fuse: false, ..cfg });
+                assert!(!fused, "{label} {dtype}: fuse = false still fuses");
+                for split in [0, 1, 2, 4] {
+                    let (got, got_tok, fused) = decode_logits(m, &prompts[..batch], steps, EngineConfig { gemv_split: split, ..cfg });
+                    assert!(fused, "{label} {dtype} batch {batch}: the decode step is not fused");
+                    let d = rel_diff(&got, &want);
+                    assert!(d <= tol, "{label} {dtype} batch {batch} split {split}: fused logits differ from the separate kernels' by {d} (tolerance {tol})");
+                    if dtype == DType::F32 {
+                        assert_eq!(got_tok, want_tok, "{label} batch {batch} split {split}: fused decoding picks other tokens");
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn batches_of_different_lengths_and_chunked_prefill_equal_single_rows() {
     let Some(_serial) = gpu() else { return };

@@ -6,7 +6,7 @@
 
 use super::buffers::{download, opt_ptr, ptr, upload, Buf};
 use magpie_core::backend::cuda::memcpy;
-use super::kernels::{Kernels, SampleArgs};
+use super::kernels::{GemvEpi, GemvNorm, Kernels, SampleArgs};
 use super::weights::{DecoderWeights, NormKind, NormW, Spec};
 use magpie_core::backend::cuda::attention::{self, AttnOperand, Causal, DecodeParams, FlashParams};
 use magpie_core::backend::cuda::device::{self, CudaDevice};
@@ -31,11 +31,16 @@ pub struct EngineConfig {
     pub gemv: bool,
     /// Programmatic dependent launch of the engine's kernels (false: plain launches).
     pub pdl: bool,
+    /// Decode steps of 1-4 rows with the norms, residual adds, activation, bias, rotary embedding
+    /// and KV-cache write folded into the GEMVs (needs `gemv`; false: the separate kernels).
+    pub fuse: bool,
+    /// Warps per output of the fused GEMV (1, 2 or 4); 0 chooses from the shape.
+    pub gemv_split: usize,
 }
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        EngineConfig { max_batch: 1, max_len: 2048, prefill_chunk: 4096, cuda_graphs: true, gemv: true, pdl: true }
+        EngineConfig { max_batch: 1, max_len: 2048, prefill_chunk: 4096, cuda_graphs: true, gemv: true, pdl: true, fuse: true, gemv_split: 0 }
     }
 }
 
@@ -142,6 +147,7 @@ impl FusedDecoder {
         let dev = device::device(op, ord)?;
         let mut k = Kernels::new(&dev, dtype)?;
         k.pdl = cfg.pdl;
+        k.gemv_split = cfg.gemv_split;
         let lp = w
             .layers
             .iter()
@@ -331,6 +337,12 @@ impl FusedDecoder {
         }
     }
 
+    /// Whether a decode step of `batch` sequences runs with the small kernels folded into the
+    /// GEMVs (see [`EngineConfig::fuse`]).
+    pub fn decode_fused(&self, batch: usize) -> bool {
+        self.fusable(batch).unwrap_or(false)
+    }
+
     /// The current token of sequences `0..batch` (waits for the device).
     pub fn tokens(&self, batch: usize) -> Result<Vec<u32>> {
         let v: Vec<i32> = download(&self.dev, self.b.tok.ptr, batch.min(self.cfg.max_batch))?;
@@ -378,9 +390,72 @@ impl FusedDecoder {
 
     fn step_body(&self, batch: usize) -> Result<()> {
         let s = &self.w.spec;
+        if self.fusable(batch)? {
+            return self.fused_step(batch);
+        }
         self.blocks(batch, self.b.tok.ptr, self.b.pos.ptr, self.b.kvlen.ptr, None)?;
         self.k.linear(&self.dev, batch, s.vocab, s.hidden, self.b.h.ptr, ptr(&self.w.lm_head)?, self.b.logits.ptr, DType::F32, self.cfg.gemv)?;
         self.select(batch, 0)
+    }
+
+    /// Whether a decode step of `m` rows runs as [`fused_step`](Self::fused_step): asked for, and
+    /// every product fits the fused GEMV.
+    fn fusable(&self, m: usize) -> Result<bool> {
+        let s = &self.w.spec;
+        if !(self.cfg.fuse && self.cfg.gemv && s.head_dim.is_multiple_of(2)) {
+            return Ok(false);
+        }
+        let k = &self.k;
+        let b = &self.b;
+        let qd = s.heads * s.head_dim;
+        let fin = (ptr(&self.w.final_norm.w)?, opt_ptr(&self.w.final_norm.b)?);
+        let mut ok = k.gemv_fusable(m, s.hidden, b.x.ptr, ptr(&self.w.lm_head)?, fin);
+        for l in &self.lp {
+            ok &= k.gemv_fusable(m, s.hidden, b.x.ptr, l.qkv_w, l.n1)
+                && k.gemv_fusable(m, qd, b.attn.ptr, l.o_w, (0, 0))
+                && k.gemv_fusable(m, s.hidden, b.x.ptr, l.up_w, l.n2)
+                && k.gemv_fusable(m, s.inter, b.act.ptr, l.down_w, (0, 0));
+        }
+        Ok(ok)
+    }
+
+    /// A decode step of `m` (1-4) rows with the small kernels folded into the GEMVs: per block the
+    /// q|k|v GEMV (norm on the fly; bias, rotary embedding and cache write in its epilogue), decode
+    /// attention, the o GEMV (residual add), the gate|up or fc GEMV (norm on the fly; activation),
+    /// the down GEMV (residual add); then the LM head (final norm on the fly) and the selection.
+    /// Same values as the unfused step up to the order of f32 sums and the rounding of the
+    /// normalized rows (not rounded to the storage dtype before the product).
+    fn fused_step(&self, m: usize) -> Result<()> {
+        let (s, d, k, b) = (&self.w.spec, &*self.dev, &self.k, &self.b);
+        let dt = self.dtype;
+        let (qd, kvd) = (s.heads * s.head_dim, s.kv_heads * s.head_dim);
+        let rms = s.norm == NormKind::Rms;
+        let norm = |n: (u64, u64)| Some(GemvNorm { rms, w: n.0, b: n.1, eps: s.eps });
+        let wpe = self.w.wpe.as_ref().map_or(Ok(0), ptr)?;
+        k.embed(d, m, b.tok.ptr, b.pos.ptr, ptr(&self.w.wte)?, wpe, b.x.ptr, s.hidden, b.kvlen.ptr, 0, 0)?;
+        let cache_sh = (self.cfg.max_len * s.head_dim) as i64;
+        let cache_sb = s.kv_heads as i64 * cache_sh;
+        let (cos, sin) = (b.cos.as_ref().map_or(0, |x| x.ptr), b.sin.as_ref().map_or(0, |x| x.ptr));
+        let p = decode_params(s, dt, m, self.cfg.max_len);
+        for (li, l) in self.lp.iter().enumerate() {
+            let (kc, vc) = (b.k_cache[li].ptr, b.v_cache[li].ptr);
+            let qkv = GemvEpi::Qkv { q: b.q.ptr, kc, vc, bias: l.qkv_b, pos: b.pos.ptr, cos, sin, heads: (s.heads, s.kv_heads, s.head_dim), cache_strides: (cache_sb, cache_sh) };
+            k.gemv_fused(d, m, qd + 2 * kvd, s.hidden, b.x.ptr, l.qkv_w, norm(l.n1), qkv)?;
+            let qo = |ptr: u64| AttnOperand { ptr, sb: qd as i64, sh: s.head_dim as i64, ss: 0 };
+            let cache = |ptr: u64| AttnOperand { ptr, sb: cache_sb, sh: cache_sh, ss: s.head_dim as i64 };
+            attention::flash_decode(d, &p, qo(b.q.ptr), cache(kc), cache(vc), qo(b.attn.ptr), b.kvlen.ptr, b.ws.ptr)?;
+            k.gemv_fused(d, m, s.hidden, qd, b.attn.ptr, l.o_w, None, GemvEpi::Residual { res: b.x.ptr, bias: l.o_b })?;
+            let (up, mlp) = if s.gated {
+                (2 * s.inter, GemvEpi::Gated { out: b.act.ptr, bias: l.up_b, kind: s.act })
+            } else {
+                (s.inter, GemvEpi::Act { out: b.act.ptr, bias: l.up_b, kind: s.act })
+            };
+            k.gemv_fused(d, m, up, s.hidden, b.x.ptr, l.up_w, norm(l.n2), mlp)?;
+            k.gemv_fused(d, m, s.hidden, s.inter, b.act.ptr, l.down_w, None, GemvEpi::Residual { res: b.x.ptr, bias: l.down_b })?;
+        }
+        let fin = (ptr(&self.w.final_norm.w)?, opt_ptr(&self.w.final_norm.b)?);
+        k.gemv_fused(d, m, s.vocab, s.hidden, b.x.ptr, ptr(&self.w.lm_head)?, norm(fin), GemvEpi::Store { y: b.logits.ptr, out: DType::F32 })?;
+        self.select(m, 0)
     }
 
     /// Embeddings and every block for `m` rows, leaving the final norm's output in `h`.

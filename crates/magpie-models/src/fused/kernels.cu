@@ -141,6 +141,11 @@ extern "C" __global__ void MP_K(fused_rope_kv)(const T* __restrict__ qkv, const 
 
 __device__ __forceinline__ float gelu_erf(float v) { return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f)); }
 __device__ __forceinline__ float gelu_tanh(float v) { return 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v))); }
+// The MLP activations by `kind` (see fused_act); shared by fused_act and the GEMV epilogues so
+// both give the same values.
+__device__ __forceinline__ float act_fn(int kind, float g) {
+    return kind == 0 ? g / (1.0f + expf(-g)) : kind == 1 ? gelu_erf(g) : kind == 2 ? gelu_tanh(g) : kind == 3 ? fmaxf(g, 0.0f) : kind == 4 ? g : tanhf(g);
+}
 
 // out[m, i] = act(in[m, i] + bias[i]) (kind 0 silu, 1 gelu, 2 gelu tanh, 3 relu, 4 none, 5 tanh), times
 // in[m, I + i] (+ bias[I + i]) when `gated` (the gate | up halves of a fused projection).
@@ -155,7 +160,7 @@ extern "C" __global__ void MP_K(fused_act)(const T* in, const T* __restrict__ bi
         int i = (int)(j - m * I);
         float g = to_f32(in[m * w + i]);
         if (bias) g = rnd(g + to_f32(bias[i]));
-        float a = kind == 0 ? g / (1.0f + expf(-g)) : kind == 1 ? gelu_erf(g) : kind == 2 ? gelu_tanh(g) : kind == 3 ? fmaxf(g, 0.0f) : kind == 4 ? g : tanhf(g);
+        float a = act_fn(kind, g);
         if (gated) {
             float u = to_f32(in[m * w + I + i]);
             if (bias) u = rnd(u + to_f32(bias[I + i]));
@@ -201,6 +206,229 @@ extern "C" __global__ void MP_K(fused_gemv1)(const T* x, const T* w, OT* y, int 
 extern "C" __global__ void MP_K(fused_gemv2)(const T* x, const T* w, OT* y, int N, int K) { mp_pdl(); gemv_rows<2>(x, w, y, N, K); }
 extern "C" __global__ void MP_K(fused_gemv3)(const T* x, const T* w, OT* y, int N, int K) { mp_pdl(); gemv_rows<3>(x, w, y, N, K); }
 extern "C" __global__ void MP_K(fused_gemv4)(const T* x, const T* w, OT* y, int N, int K) { mp_pdl(); gemv_rows<4>(x, w, y, N, K); }
+
+// ---- decode GEMV with the neighbouring small kernels folded in ----
+//
+// y = x W^T for the MB (1..4) rows of a decode batch, where the steps around the product run inside
+// it instead of as kernels of their own:
+// - NORM (1 RMSNorm, 2 LayerNorm; 0 none): x is the residual stream and the product is taken with
+//   norm(x). Nothing waits for the norm: the warp multiplies W by (norm weight * x) while it sums
+//   x (and x^2) over the same chunks, and applies the statistics at the end: RMSNorm
+//   y = rsqrt(mean(x^2) + eps) sum W w x; LayerNorm y = r (sum W w x - mean sum W w) + sum W b
+//   with r = rsqrt(var + eps). The same as normalizing first up to f32 rounding, except that h is
+//   not rounded to T before the product (within the bf16/f16 tolerance of the module path).
+// - epilogue `epi`: 0 store y (OT); 1 the residual add of fused_add_norm (res += round(round(y) +
+//   bias)); 2 act(round(y) + bias) into `out`; 3 the gated MLP: a unit is the row pair (gate i,
+//   up i) of a [2 I, K] weight, out[i] = round(act(gate)) * up; 4 the attention input: a unit is
+//   the row pair (i, i + D/2) of one head of a [(H + 2 KVH) D, K] weight; bias, the rotary
+//   embedding at pos[m] (q and k heads, when cos_t is set) and the scatter of q to `out`
+//   [MB, H, D] and of k / v into the caches at (sequence m, kv head, pos[m]), as fused_rope_kv.
+// Each unit's K range is split over `ks` warps (1, 2, 4; more loads in flight for short outputs),
+// whose partial sums add in a fixed order. The weights are prefetched to L2 before the wait on the
+// previous kernel (they never change during a step), so with programmatic dependent launch the
+// first weight reads overlap the previous kernel's tail.
+// Field order: pointers, then 64-bit, then 32-bit values (the host's repr(C) mirror, GemvArgs).
+struct GemvArgs {
+    const T* x;
+    const T* w;
+    OT* y;
+    const T* nw;
+    const T* nb;
+    const T* bias;
+    T* res;
+    T* out;
+    T* kc;
+    T* vc;
+    const int* pos;
+    const float* cos_t;
+    const float* sin_t;
+    i64 cache_sb, cache_sh;
+    int N, K, units, ks, norm, epi, act, H, KVH, D;
+    float eps;
+    int pad;
+};
+
+// Weight rows of unit u: one row, or the pair of the gated / attention epilogues.
+template <int R>
+__device__ __forceinline__ void unit_rows(const GemvArgs& a, int u, i64& r0, i64& r1) {
+    if (R == 1) { r0 = u; r1 = u; return; }
+    if (a.epi == 3) { r0 = u; r1 = (i64)a.units + u; return; }
+    int half = a.D >> 1, hh = u / half, i = u - hh * half;
+    r0 = (i64)hh * a.D + i;
+    r1 = r0 + half;
+}
+
+template <int MB, int R, int NORM>
+__device__ __forceinline__ void gemv_fused(const GemvArgs& a) {
+    // per warp: R x MB products, then (NORM) MB sums of x^2, (LayerNorm) MB sums of x and R sums
+    // of W w and of W b
+    const int NV = R * MB + (NORM ? MB : 0) + (NORM == 2 ? MB + 2 * R : 0);
+    __shared__ float part[4][NV];
+    const int V = 16 / sizeof(T);
+    const int K = a.K, chunks = K / V;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    int ks = a.ks, upb = nwarps / ks, kpart = warp % ks;
+    // prefetch this block's first unit rows to L2 (weights only: safe before the wait)
+    {
+        int u = blockIdx.x * upb + warp / ks;
+        if (u < a.units) {
+            i64 r0, r1;
+            unit_rows<R>(a, u, r0, r1);
+            const uint4* w0 = reinterpret_cast<const uint4*>(a.w + r0 * K);
+            const uint4* w1 = reinterpret_cast<const uint4*>(a.w + r1 * K);
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                int c = (kpart + j * ks) * 32 + lane;
+                if (c < chunks) {
+                    asm volatile("prefetch.global.L2 [%0];" :: "l"(w0 + c));
+                    if (R == 2) asm volatile("prefetch.global.L2 [%0];" :: "l"(w1 + c));
+                }
+            }
+        }
+    }
+    mp_pdl();
+    for (int ub = blockIdx.x; ub * upb < a.units; ub += gridDim.x) {
+        int u = ub * upb + warp / ks;
+        bool live = u < a.units;
+        i64 r0 = 0, r1 = 0;
+        if (live) unit_rows<R>(a, u, r0, r1);
+        float v[NV];
+#pragma unroll
+        for (int j = 0; j < NV; j++) v[j] = 0.0f;
+        // v[r * MB + b]: products; v[R MB + b]: sum x^2; v[(R + 1) MB + b]: sum x;
+        // v[(R + 2) MB + r]: sum W w; v[(R + 2) MB + R + r]: sum W b
+        if (live) {
+            const uint4* w0 = reinterpret_cast<const uint4*>(a.w + r0 * K);
+            const uint4* w1 = reinterpret_cast<const uint4*>(a.w + r1 * K);
+#pragma unroll 4
+            for (int c = kpart * 32 + lane; c < chunks; c += 32 * ks) {
+                MpVec<T, V> wv[R];
+                wv[0].raw = __ldg(w0 + c);
+                if (R == 2) wv[R - 1].raw = __ldg(w1 + c);
+                float g[V], bb[V];
+                if (NORM) {
+                    MpVec<T, V> t;
+                    t.raw = __ldg(reinterpret_cast<const uint4*>(a.nw) + c);
+#pragma unroll
+                    for (int e = 0; e < V; e++) g[e] = to_f32(t.v[e]);
+                }
+                if (NORM == 2) {
+                    MpVec<T, V> t;
+                    if (a.nb) t.raw = __ldg(reinterpret_cast<const uint4*>(a.nb) + c);
+#pragma unroll
+                    for (int e = 0; e < V; e++) bb[e] = a.nb ? to_f32(t.v[e]) : 0.0f;
+#pragma unroll
+                    for (int r = 0; r < R; r++)
+#pragma unroll
+                        for (int e = 0; e < V; e++) {
+                            float wf = to_f32(wv[r].v[e]);
+                            v[(R + 2) * MB + r] += wf * g[e];
+                            v[(R + 2) * MB + R + r] += wf * bb[e];
+                        }
+                }
+#pragma unroll
+                for (int b = 0; b < MB; b++) {
+                    MpVec<T, V> xv;
+                    xv.raw = __ldg(reinterpret_cast<const uint4*>(a.x + (i64)b * K) + c);
+#pragma unroll
+                    for (int e = 0; e < V; e++) {
+                        float xf = to_f32(xv.v[e]);
+                        if (NORM) v[R * MB + b] += xf * xf;
+                        if (NORM == 2) v[(R + 1) * MB + b] += xf;
+                        float xw = NORM ? xf * g[e] : xf;
+#pragma unroll
+                        for (int r = 0; r < R; r++) v[r * MB + b] += to_f32(wv[r].v[e]) * xw;
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < NV; j++) v[j] = warp_sum(v[j]);
+        if (ks > 1) {
+            // the partial sums of a unit's warps, added in warp order
+            if (lane == 0)
+#pragma unroll
+                for (int j = 0; j < NV; j++) part[warp][j] = v[j];
+            __syncthreads();
+            if (kpart == 0)
+#pragma unroll
+                for (int j = 0; j < NV; j++) {
+                    float t = 0.0f;
+                    for (int q = 0; q < ks; q++) t += part[warp + q][j];
+                    v[j] = t;
+                }
+            __syncthreads();  // `part` is reused by the next unit group
+        }
+        if (!live || kpart != 0 || lane >= MB) continue;
+        // lane b writes batch row b's outputs (the sums are in every lane)
+        int b = lane;
+        float s0 = 0.0f, s1 = 0.0f, sq = 0.0f, sx = 0.0f;
+#pragma unroll
+        for (int j = 0; j < MB; j++)
+            if (j == b) {
+                s0 = v[j];
+                s1 = v[(R - 1) * MB + j];
+                if (NORM) sq = v[R * MB + j];
+                if (NORM == 2) sx = v[(R + 1) * MB + j];
+            }
+        if (NORM == 1) {
+            float r = rsqrtf(sq / K + a.eps);
+            s0 *= r;
+            s1 *= r;
+        } else if (NORM == 2) {
+            float mean = sx / K;
+            float r = rsqrtf(fmaxf(sq / K - mean * mean, 0.0f) + a.eps);
+            s0 = r * (s0 - mean * v[(R + 2) * MB]) + v[(R + 2) * MB + R];
+            s1 = r * (s1 - mean * v[(R + 2) * MB + R - 1]) + v[(R + 2) * MB + 2 * R - 1];
+        }
+        if (a.epi == 0) {
+            a.y[(i64)b * a.N + r0] = cvt<OT>(s0);
+        } else if (a.epi == 1) {
+            float d = rnd(s0);
+            if (a.bias) d = rnd(d + to_f32(a.bias[r0]));
+            T* xr = a.res + (i64)b * a.N + r0;
+            *xr = cvt<T>(to_f32(*xr) + d);
+        } else if (a.epi == 2) {
+            float g = rnd(s0);
+            if (a.bias) g = rnd(g + to_f32(a.bias[r0]));
+            a.out[(i64)b * a.units + u] = cvt<T>(act_fn(a.act, g));
+        } else if (a.epi == 3) {
+            float g = rnd(s0), up = rnd(s1);
+            if (a.bias) {
+                g = rnd(g + to_f32(a.bias[r0]));
+                up = rnd(up + to_f32(a.bias[r1]));
+            }
+            a.out[(i64)b * a.units + u] = cvt<T>(rnd(act_fn(a.act, g)) * up);
+        } else {
+            int D = a.D, half = D >> 1, hh = u / half, i = u - hh * half, H = a.H, KVH = a.KVH;
+            float x0 = rnd(s0), x1 = rnd(s1);
+            if (a.bias) {
+                x0 = rnd(x0 + to_f32(a.bias[r0]));
+                x1 = rnd(x1 + to_f32(a.bias[r1]));
+            }
+            int p = a.pos[b];
+            if (a.cos_t && hh < H + KVH) {
+                float c = a.cos_t[(i64)p * half + i], sn = a.sin_t[(i64)p * half + i];
+                float y0 = x0 * c - x1 * sn, y1 = x1 * c + x0 * sn;
+                x0 = y0;
+                x1 = y1;
+            }
+            T* dst;
+            if (hh < H) dst = a.out + ((i64)b * H + hh) * D;
+            else if (hh < H + KVH) dst = a.kc + (i64)b * a.cache_sb + (i64)(hh - H) * a.cache_sh + (i64)p * D;
+            else dst = a.vc + (i64)b * a.cache_sb + (i64)(hh - H - KVH) * a.cache_sh + (i64)p * D;
+            dst[i] = cvt<T>(x0);
+            dst[i + half] = cvt<T>(x1);
+        }
+    }
+}
+#define MP_GEMVX(MB, R, N) \
+    extern "C" __global__ void __launch_bounds__(128) MP_K(fused_gemvx##MB##r##R##n##N)(const GemvArgs a) { gemv_fused<MB, R, N>(a); }
+#define MP_GEMVX_MB(MB) MP_GEMVX(MB, 1, 0) MP_GEMVX(MB, 1, 1) MP_GEMVX(MB, 1, 2) MP_GEMVX(MB, 2, 1) MP_GEMVX(MB, 2, 2)
+MP_GEMVX_MB(1)
+MP_GEMVX_MB(2)
+MP_GEMVX_MB(3)
+MP_GEMVX_MB(4)
 
 // ---- token selection: one block (1024 threads) per sequence, over f32 logits [B, V] ----
 
@@ -266,9 +494,20 @@ extern "C" __global__ void MP_K(fused_select_token)(float* __restrict__ logits, 
     // argmax (first index on ties; NaN never wins)
     float best = -MP_INF;
     int bi = 0x7fffffff;
-    for (int i = threadIdx.x; i < V; i += blockDim.x) {
-        float v = l[i];
-        if (v > best || (bi == 0x7fffffff && !(v != v))) { best = v; bi = i; }
+    // 8 loads in flight per thread, compared in index order (a plain loop waits for each load)
+    for (int i0 = threadIdx.x; i0 < V; i0 += 8 * blockDim.x) {
+        float lv[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            int i = i0 + j * blockDim.x;
+            lv[j] = i < V ? l[i] : 0.0f;
+        }
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            int i = i0 + j * blockDim.x;
+            float v = lv[j];
+            if (i < V && (v > best || (bi == 0x7fffffff && !(v != v)))) { best = v; bi = i; }
+        }
     }
     for (int o = 16; o > 0; o >>= 1) {
         float ov = __shfl_xor_sync(0xffffffffu, best, o);

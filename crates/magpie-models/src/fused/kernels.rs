@@ -6,6 +6,7 @@ use magpie_core::backend::cuda::compile::{self, PREAMBLE};
 use magpie_core::backend::cuda::device::{CudaDevice, Func};
 use magpie_core::backend::cuda::launch::{launch, launch_pdl, Args};
 use magpie_core::{DType, Error, Result};
+use std::collections::HashMap;
 
 const SRC: &str = include_str!("kernels.cu");
 
@@ -36,6 +37,70 @@ pub struct SampleArgs {
     pub seed: u64,
 }
 
+/// The norm a fused decode GEMV applies to its input rows (the residual stream): the product is
+/// taken with `norm(x)`, the statistics summed alongside it (see `gemv_fused` in kernels.cu).
+#[derive(Clone, Copy, Debug)]
+pub struct GemvNorm {
+    /// RMSNorm (true) or LayerNorm.
+    pub rms: bool,
+    /// The norm's weight and bias (0: none) addresses, `k` elements each.
+    pub w: u64,
+    pub b: u64,
+    pub eps: f32,
+}
+
+/// What a fused decode GEMV does with its sums `y [m, n]` (see `gemv_fused` in kernels.cu). Bias
+/// addresses may be 0 (none).
+#[derive(Clone, Copy, Debug)]
+pub enum GemvEpi {
+    /// `y` into `y`, in the storage dtype or f32 (`out`).
+    Store { y: u64, out: DType },
+    /// The residual step: `res [m, n] += round(y + bias)`.
+    Residual { res: u64, bias: u64 },
+    /// `out [m, n] = act(y + bias)`.
+    Act { out: u64, bias: u64, kind: ActKind },
+    /// The gated MLP over a `[2 inter, k]` gate | up weight (`n` = 2 inter):
+    /// `out [m, inter] = round(act(gate + bias)) * (up + bias)`.
+    Gated { out: u64, bias: u64, kind: ActKind },
+    /// The attention input of a decode step (row m is sequence m, at position `pos[m]`): q|k|v plus
+    /// `bias`, the rotary embedding (`cos`/`sin` tables, 0: none), q into `q [m, heads, head_dim]`
+    /// and k, v into the caches, as `rope_kv`.
+    Qkv { q: u64, kc: u64, vc: u64, bias: u64, pos: u64, cos: u64, sin: u64, heads: (usize, usize, usize), cache_strides: (i64, i64) },
+}
+
+/// `GemvArgs` of kernels.cu, field for field.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct GemvArgs {
+    x: u64,
+    w: u64,
+    y: u64,
+    nw: u64,
+    nb: u64,
+    bias: u64,
+    res: u64,
+    out: u64,
+    kc: u64,
+    vc: u64,
+    pos: u64,
+    cos: u64,
+    sin: u64,
+    cache_sb: i64,
+    cache_sh: i64,
+    n: i32,
+    k: i32,
+    units: i32,
+    ks: i32,
+    norm: i32,
+    epi: i32,
+    act: i32,
+    h: i32,
+    kvh: i32,
+    d: i32,
+    eps: f32,
+    pad: i32,
+}
+
 /// The compiled kernels of one storage dtype.
 pub struct Kernels {
     pub dtype: DType,
@@ -48,6 +113,13 @@ pub struct Kernels {
     gemv: [Func; 4],
     /// GEMV for 1..=4 rows with f32 output (the LM head).
     gemv_f32: [Func; 4],
+    /// Fused decode GEMV (`gemv_fused`) for 1..=4 rows, by (weight rows per unit, norm): (1, none),
+    /// (1, RMS), (1, Layer), (2, RMS), (2, Layer).
+    gemvx: [[Func; 5]; 4],
+    /// The same with f32 output (the LM head; the first three variants).
+    gemvx_f32: [[Func; 3]; 4],
+    /// Warps per output unit of the fused GEMV (1, 2 or 4); 0 chooses from the shape.
+    pub gemv_split: usize,
     /// Launch with programmatic dependent launch (each kernel's launch overlaps the previous one's tail).
     pub pdl: bool,
 }
@@ -61,6 +133,17 @@ fn ctype(dt: DType) -> Result<&'static str> {
     }
 }
 
+/// The fused GEMV variants of `mb` rows (see [`Kernels::gemvx`]).
+fn gemvx(mb: usize, f: &dyn Fn(&str) -> Result<Func>) -> Result<[Func; 5]> {
+    let [a, b, c] = gemvx_plain(mb, f)?;
+    Ok([a, b, c, f(&format!("gemvx{mb}r2n1"))?, f(&format!("gemvx{mb}r2n2"))?])
+}
+
+/// The one-row-per-unit fused GEMV variants of `mb` rows: no norm, RMSNorm, LayerNorm.
+fn gemvx_plain(mb: usize, f: &dyn Fn(&str) -> Result<Func>) -> Result<[Func; 3]> {
+    Ok([f(&format!("gemvx{mb}r1n0"))?, f(&format!("gemvx{mb}r1n1"))?, f(&format!("gemvx{mb}r1n2"))?])
+}
+
 impl Kernels {
     /// Compiles (or loads from the kernel cache) the kernels for `dtype` on `dev`.
     pub fn new(dev: &CudaDevice, dtype: DType) -> Result<Kernels> {
@@ -70,8 +153,28 @@ impl Kernels {
         let src = |ot: &str, suffix: &str| format!("{PREAMBLE}\ntypedef {t} T;\ntypedef {ot} OT;\n#define MP_SUFFIX {suffix}\n{SRC}");
         let (s1, s2) = (format!("_{}", dtype.name()), format!("_{}_f32out", dtype.name()));
         let (same, f32o) = (src(t, &s1), src("float", &s2));
-        let f = |k: &str| compile::function(dev, &format!("fused_{k}{s1}"), &same);
-        let g = |k: &str| compile::function(dev, &format!("fused_{k}{s2}"), &f32o);
+        // every kernel of a module from one NVRTC compilation (the GEMV variants make the source
+        // heavy: compiling it once per kernel took minutes)
+        let mut plain: Vec<String> = ["embed", "add_norm", "rope_kv", "act", "select_token", "gemv1", "gemv2", "gemv3", "gemv4"].iter().map(|k| k.to_string()).collect();
+        let mut wide: Vec<String> = ["gemv1", "gemv2", "gemv3", "gemv4"].iter().map(|k| k.to_string()).collect();
+        for mb in 1..=4 {
+            for v in ["r1n0", "r1n1", "r1n2", "r2n1", "r2n2"] {
+                plain.push(format!("gemvx{mb}{v}"));
+            }
+            for v in ["r1n0", "r1n1", "r1n2"] {
+                wide.push(format!("gemvx{mb}{v}"));
+            }
+        }
+        let load = |names: &[String], suffix: &str, src: &str| -> Result<HashMap<String, Func>> {
+            let full: Vec<String> = names.iter().map(|k| format!("fused_{k}{suffix}")).collect();
+            let fs = compile::functions(dev, &format!("fused{suffix}"), src, &full)?;
+            Ok(names.iter().cloned().zip(fs).collect())
+        };
+        let fm = load(&plain, &s1, &same)?;
+        let gm = load(&wide, &s2, &f32o)?;
+        let pick = |m: &HashMap<String, Func>, k: &str| m.get(k).copied().ok_or_else(|| Error::device("fused", format!("kernel {k} missing")));
+        let f = |k: &str| pick(&fm, k);
+        let g = |k: &str| pick(&gm, k);
         Ok(Kernels {
             dtype,
             embed: f("embed")?,
@@ -81,6 +184,9 @@ impl Kernels {
             select: f("select_token")?,
             gemv: [f("gemv1")?, f("gemv2")?, f("gemv3")?, f("gemv4")?],
             gemv_f32: [g("gemv1")?, g("gemv2")?, g("gemv3")?, g("gemv4")?],
+            gemvx: [gemvx(1, &f)?, gemvx(2, &f)?, gemvx(3, &f)?, gemvx(4, &f)?],
+            gemvx_f32: [gemvx_plain(1, &g)?, gemvx_plain(2, &g)?, gemvx_plain(3, &g)?, gemvx_plain(4, &g)?],
+            gemv_split: 0,
             pdl: true,
         })
     }
@@ -159,5 +265,116 @@ impl Kernels {
             return self.go(dev, "fused.gemv", f, (n.div_ceil(warps as usize) as u32, 1, 1), (32 * warps, 1, 1), 0, &mut a);
         }
         blas::gemm_nt(dev, self.dtype, out, m, n, k, x, w, y)
+    }
+
+    /// Whether `gemv_fused` takes `m` rows of `k` (16-byte aligned rows and addresses, the norm's
+    /// weight and bias included; `norm` holds their addresses, 0 for none).
+    pub fn gemv_fusable(&self, m: usize, k: usize, x: u64, w: u64, norm: (u64, u64)) -> bool {
+        let vec = 16 / self.dtype.size();
+        (1..=4).contains(&m) && k > 0 && k.is_multiple_of(vec) && k <= i32::MAX as usize && [x, w, norm.0, norm.1].iter().all(|p| p.is_multiple_of(16))
+    }
+
+    /// `y [m, n] = norm(x) [m, k] · w [n, k]ᵀ` for a decode batch of 1 to 4 rows, with the
+    /// neighbouring steps folded in: `norm` (None: x as given) and `epi` (what happens to the
+    /// sums). See `gemv_fused` in kernels.cu.
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemv_fused(&self, dev: &CudaDevice, m: usize, n: usize, k: usize, x: u64, w: u64, norm: Option<GemvNorm>, epi: GemvEpi) -> Result<()> {
+        let op = "fused.gemv_fused";
+        let nptr = norm.map_or((0, 0), |nm| (nm.w, nm.b));
+        if !self.gemv_fusable(m, k, x, w, nptr) || n == 0 || n > i32::MAX as usize {
+            return Err(Error::value(op, format!("{m} rows of {k} (x at {x:#x}, w at {w:#x}) x {n} outputs do not fit the fused GEMV")));
+        }
+        let mut a = GemvArgs { x, w, n: n as i32, k: k as i32, units: n as i32, ..GemvArgs::default() };
+        if let Some(nm) = norm {
+            a.norm = if nm.rms { 1 } else { 2 };
+            a.nw = nm.w;
+            a.nb = nm.b;
+            a.eps = nm.eps;
+        }
+        let mut pair = false;
+        let mut f32_out = false;
+        match epi {
+            GemvEpi::Store { y, out } => {
+                a.y = y;
+                if out == DType::F32 && self.dtype != DType::F32 {
+                    f32_out = true;
+                } else if out != self.dtype {
+                    return Err(Error::value(op, format!("output dtype {out} of a {} GEMV", self.dtype)));
+                }
+            }
+            GemvEpi::Residual { res, bias } => {
+                a.epi = 1;
+                a.res = res;
+                a.bias = bias;
+            }
+            GemvEpi::Act { out, bias, kind } => {
+                a.epi = 2;
+                a.out = out;
+                a.bias = bias;
+                a.act = kind as i32;
+            }
+            GemvEpi::Gated { out, bias, kind } => {
+                if !n.is_multiple_of(2) {
+                    return Err(Error::value(op, format!("a gate | up weight has an even row count, got {n}")));
+                }
+                a.epi = 3;
+                a.out = out;
+                a.bias = bias;
+                a.act = kind as i32;
+                a.units = (n / 2) as i32;
+                pair = true;
+            }
+            GemvEpi::Qkv { q, kc, vc, bias, pos, cos, sin, heads: (h, kvh, d), cache_strides: (sb, sh) } => {
+                if d == 0 || !d.is_multiple_of(2) || (h + 2 * kvh) * d != n {
+                    return Err(Error::value(op, format!("{n} q|k|v rows for {h} + 2 x {kvh} heads of dim {d} (even dims only)")));
+                }
+                a.epi = 4;
+                a.out = q;
+                a.kc = kc;
+                a.vc = vc;
+                a.bias = bias;
+                a.pos = pos;
+                a.cos = cos;
+                a.sin = sin;
+                a.h = h as i32;
+                a.kvh = kvh as i32;
+                a.d = d as i32;
+                a.cache_sb = sb;
+                a.cache_sh = sh;
+                a.units = (n / 2) as i32;
+                pair = true;
+            }
+        }
+        let units = a.units as usize;
+        let chunks = k / (16 / self.dtype.size());
+        let sms = dev.sm_count.max(1) as usize;
+        // warps per unit: split K while the units alone leave the SMs under ~32 warps each and
+        // every warp still loops at least twice
+        let ks = match self.gemv_split {
+            0 => {
+                let mut ks = 1;
+                while ks < 4 && units * ks < sms * 32 && chunks >= 32 * ks * 4 {
+                    ks *= 2;
+                }
+                ks
+            }
+            s => s.next_power_of_two().min(4),
+        };
+        a.ks = ks as i32;
+        let warps = 4usize;
+        let blocks = units.div_ceil(warps / ks).clamp(1, i32::MAX as usize);
+        let variant = match (pair, a.norm) {
+            (false, n) => n as usize,
+            (true, 0) => return Err(Error::value(op, "the row-pair epilogues come with a norm")),
+            (true, n) => 2 + n as usize,
+        };
+        let f = match (f32_out, variant) {
+            (false, v) => self.gemvx[m - 1][v],
+            (true, v) if v < 3 => self.gemvx_f32[m - 1][v],
+            _ => return Err(Error::value(op, "f32 output is for plain products")),
+        };
+        let mut args = Args::new();
+        args.push(a);
+        self.go(dev, op, f, (blocks as u32, 1, 1), (32 * warps as u32, 1, 1), 0, &mut args)
     }
 }

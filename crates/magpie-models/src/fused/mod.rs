@@ -2,6 +2,8 @@
 //! preallocated device buffers: fused norm + residual, bias + rotary embedding + KV-cache write,
 //! flash attention (prefill) and split-KV decoding, GEMV for decode projections (cuBLAS for wider
 //! products), token selection on the GPU, and the whole decode step replayed as one CUDA graph.
+//! Decode steps of 1-4 sequences fold the norms, residual adds, activations, biases, rotary
+//! embedding and KV-cache write into the GEMVs themselves (six kernels per block).
 //! BERT runs as a [`FusedEncoder`] (GEMMs, flash attention, fused bias/GELU/residual/LayerNorm, one
 //! CUDA graph per input shape). Both read the weights the module path loaded and are tested against
 //! it (`tests/fused.rs`).

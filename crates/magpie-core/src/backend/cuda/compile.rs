@@ -93,6 +93,36 @@ pub fn function(dev: &CudaDevice, name: &str, source: &str) -> Result<Func> {
     Ok(f)
 }
 
+/// The loaded kernels `names` of `source`, compiled once as one module named `module` (the disk
+/// cache's name) on first use: a source that defines many kernels costs one NVRTC compilation, not
+/// one per kernel as with [`function`]. Each name must be unique per source (the in-memory cache is
+/// keyed by it, shared with [`function`]).
+pub fn functions(dev: &CudaDevice, module: &str, source: &str, names: &[String]) -> Result<Vec<Func>> {
+    {
+        let funcs = dev.funcs.lock().unwrap_or_else(|e| e.into_inner());
+        let hit: Option<Vec<Func>> = names.iter().map(|n| funcs.get(n).copied()).collect();
+        if let Some(v) = hit {
+            return Ok(v);
+        }
+    }
+    let cubin = cubin(dev, module, source)?;
+    dev.bind()?;
+    // SAFETY: `cubin` is a complete cubin image produced by NVRTC for this device.
+    let m = unsafe { dres::module::load_data(cubin.as_ptr() as *const _) }.map_err(|e| drv(module, format!("loading the kernels: {e}")))?;
+    let mut out = Vec::with_capacity(names.len());
+    for name in names {
+        let cname = CString::new(name.as_str()).map_err(|_| Error::value(module, "kernel name contains NUL"))?;
+        // SAFETY: the module was just loaded and is never unloaded.
+        let f = Func(unsafe { dres::module::get_function(m, cname) }.map_err(|e| drv(name, format!("kernel not found in its module: {e}")))?);
+        out.push(f);
+    }
+    let mut funcs = dev.funcs.lock().unwrap_or_else(|e| e.into_inner());
+    for (n, f) in names.iter().zip(&out) {
+        funcs.insert(n.clone(), *f);
+    }
+    Ok(out)
+}
+
 pub(crate) fn cubin(dev: &CudaDevice, name: &str, source: &str) -> Result<Vec<u8>> {
     let arch = format!("sm_{}{}", dev.arch.0, dev.arch.1);
     // SAFETY: a pure query; the caller made sure NVRTC loads (below) before the first use.
