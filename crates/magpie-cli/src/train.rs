@@ -273,7 +273,8 @@ impl CliModel for Gpt {
 impl CliModel for BertForMaskedLM {
     fn fresh(a: &TrainArgs, text: &str) -> Result<(BertConfig, MlmTokenizer)> {
         let tok = match &a.tokenizer {
-            Some(p) => MlmTokenizer::wordpiece_file(p).map_err(|e| Error::value("train", format!("--tokenizer: {e}")))?,
+            // the tokenizer's errors name the file given to --tokenizer
+            Some(p) => MlmTokenizer::wordpiece_file(p)?,
             None => MlmTokenizer::fit_chars(text)?,
         };
         let cfg = bert_config(tok.vocab_size(), a.block_size.unwrap_or(64), a.n_layer.unwrap_or(2), a.n_head.unwrap_or(4), a.n_embd.unwrap_or(128), a.dropout.unwrap_or(0.0))?;

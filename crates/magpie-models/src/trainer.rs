@@ -500,7 +500,7 @@ fn read_trainer_file<M: TrainModel>(ck: &CheckpointFiles) -> Result<TrainerFile>
     if file.kind != M::KIND {
         return Err(Error::value(
             "checkpoint",
-            format!("checkpoint {} holds a {} model, not a {} one (train it with --model {})", ck.dir().display(), file.kind, M::KIND, file.kind),
+            format!("checkpoint {} holds a {} model, not a {} one", ck.dir().display(), file.kind, M::KIND),
         ));
     }
     Ok(file)
