@@ -7,7 +7,7 @@ use crate::blocks::activation::Activation;
 use crate::config::BertConfig;
 use crate::data::{Dataset, Split};
 use crate::hub::{LoadOptions, RandomWeights};
-use crate::mlm::{mlm_batch, MaskConfig, IGNORE_INDEX};
+use crate::mlm::{mlm_batch, MaskConfig, MlmSpec, IGNORE_INDEX};
 use crate::mlm_vocab::MlmTokenizer;
 use crate::train_model::{batch_tensor, TrainModel, TrainTokenizer};
 use magpie_core::autograd::no_grad;
@@ -135,7 +135,7 @@ impl TrainModel for BertForMaskedLM {
         cfg.max_position_embeddings - 2
     }
     fn make_batch(cfg: &BertConfig, tok: &MlmTokenizer, data: &Dataset, gen: &mut Generator, split: Split, batch: usize) -> Result<Vec<Tensor>> {
-        let b = mlm_batch(data, gen, split, batch, cfg.max_position_embeddings, cfg.vocab_size, tok.special(), MaskConfig::default())?;
+        let b = mlm_batch(data, gen, split, batch, cfg.max_position_embeddings, MlmSpec { vocab_size: cfg.vocab_size, special: tok.special(), rates: MaskConfig::default() })?;
         Ok(vec![b.input_ids, b.labels])
     }
     fn loss(&self, batch: &[Tensor], metric: bool) -> Result<(Tensor, Option<f64>)> {

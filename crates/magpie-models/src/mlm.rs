@@ -75,9 +75,19 @@ pub struct MlmBatch {
     pub labels: Tensor,
 }
 
+/// What masking a batch needs to know about the vocabulary, and the rates.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MlmSpec {
+    /// Random replacements are drawn from `0..vocab_size`.
+    pub vocab_size: usize,
+    pub special: SpecialIds,
+    pub rates: MaskConfig,
+}
+
 /// `batch` random windows of `seq_len - 2` tokens of `split`, each as `[CLS] window [SEP]`, masked
 /// with [`mask_tokens`]; windows and masks both come from `gen`.
-pub fn mlm_batch(data: &Dataset, gen: &mut Generator, split: Split, batch: usize, seq_len: usize, vocab_size: usize, sp: SpecialIds, cfg: MaskConfig) -> Result<MlmBatch> {
+pub fn mlm_batch(data: &Dataset, gen: &mut Generator, split: Split, batch: usize, seq_len: usize, spec: MlmSpec) -> Result<MlmBatch> {
+    let (vocab_size, sp, cfg) = (spec.vocab_size, spec.special, spec.rates);
     if seq_len < 3 {
         return Err(Error::value("mlm_batch", format!("sequence length {seq_len} leaves no room for a token between [CLS] and [SEP]")));
     }

@@ -9,7 +9,7 @@ use magpie_models::bert::BertForMaskedLM;
 use magpie_models::bert_mlm::bert_config;
 use magpie_models::data::{Dataset, Split};
 use magpie_models::hub::LoadOptions;
-use magpie_models::mlm::{mask_tokens, mlm_batch, MaskConfig, IGNORE_INDEX};
+use magpie_models::mlm::{mask_tokens, mlm_batch, MaskConfig, MlmSpec, IGNORE_INDEX};
 use magpie_models::mlm_vocab::MlmTokenizer;
 use magpie_models::train_model::TrainModel;
 use magpie_models::trainer::{corpus_id, BertTrainer, TrainConfig, Trainer};
@@ -84,7 +84,7 @@ fn masking_matches_the_collator_rates_and_is_deterministic() {
 fn batches_are_cls_window_sep_and_fixed_per_seed() {
     let (data, tok, _, _) = setup(0.0, 1);
     let sp = tok.special();
-    let b = mlm_batch(&data, &mut Generator::new(5), Split::Val, 4, 24, tok.vocab_size(), sp, MaskConfig::default()).unwrap();
+    let b = mlm_batch(&data, &mut Generator::new(5), Split::Val, 4, 24, MlmSpec { vocab_size: tok.vocab_size(), special: sp, rates: MaskConfig::default() }).unwrap();
     assert_eq!(b.input_ids.shape(), [4, 24]);
     let ids = b.input_ids.to_vec::<i64>().unwrap();
     let labels = b.labels.to_vec::<i64>().unwrap();
@@ -94,7 +94,7 @@ fn batches_are_cls_window_sep_and_fixed_per_seed() {
         assert_eq!((labels[r * 24], labels[r * 24 + 23]), (IGNORE_INDEX, IGNORE_INDEX));
     }
     assert!(labels.iter().any(|&l| l != IGNORE_INDEX));
-    let again = mlm_batch(&data, &mut Generator::new(5), Split::Val, 4, 24, tok.vocab_size(), sp, MaskConfig::default()).unwrap();
+    let again = mlm_batch(&data, &mut Generator::new(5), Split::Val, 4, 24, MlmSpec { vocab_size: tok.vocab_size(), special: sp, rates: MaskConfig::default() }).unwrap();
     assert_eq!(again.input_ids.to_vec::<i64>().unwrap(), ids);
     assert_eq!(again.labels.to_vec::<i64>().unwrap(), labels);
 }
@@ -154,7 +154,7 @@ fn resume_is_bit_identical_and_the_checkpoint_is_a_transformers_folder() {
     assert!(names.contains(&"bert.embeddings.word_embeddings.weight".to_string()) && names.contains(&"cls.predictions.bias".to_string()), "{names:?}");
     let m = AutoModel::from_pretrained(&end, &LoadOptions::default()).unwrap();
     assert!(matches!(m.kind, ModelKind::BertForMaskedLM(_)));
-    let x = mlm_batch(&data, &mut Generator::new(1), Split::Val, 2, 24, tok.vocab_size(), tok.special(), MaskConfig::default()).unwrap().input_ids;
+    let x = mlm_batch(&data, &mut Generator::new(1), Split::Val, 2, 24, MlmSpec { vocab_size: tok.vocab_size(), special: tok.special(), rates: MaskConfig::default() }).unwrap().input_ids;
     c.model.eval();
     let want = c.model.mlm_logits(&x).unwrap().to_vec::<f32>().unwrap();
     let got = m.forward(&x, None, None, false).unwrap().logits.unwrap().to_vec::<f32>().unwrap();
