@@ -39,7 +39,11 @@ impl MlmTokenizer {
     /// A WordPiece tokenizer from the text of a `tokenizer.json`; `what` names it in errors. It
     /// must know [PAD], [CLS], [SEP] and [MASK].
     pub fn wordpiece(json: String, what: &str) -> Result<MlmTokenizer> {
-        let inner: tokenizers::Tokenizer = json.parse().map_err(|e| Error::value("tokenizer", format!("{what}: not a valid tokenizer.json: {e}")))?;
+        let mut inner: tokenizers::Tokenizer = json.parse().map_err(|e| Error::value("tokenizer", format!("{what}: not a valid tokenizer.json: {e}")))?;
+        // the corpus is encoded as one text: a model's own truncation (all-MiniLM's 128) or
+        // padding would cut or pad it
+        inner.with_padding(None);
+        inner.with_truncation(None).map_err(|e| Error::value("tokenizer", format!("{what}: {e}")))?;
         let tok = HfTokenizer::from_tokenizer(inner);
         let id = |t: &str| tok.token_to_id(t).ok_or_else(|| Error::value("tokenizer", format!("{what}: the vocabulary has no {t} token (BERT pretraining needs [PAD], [CLS], [SEP] and [MASK])")));
         let special = SpecialIds { pad: id("[PAD]")?, cls: id("[CLS]")?, sep: id("[SEP]")?, mask: id("[MASK]")? };

@@ -166,6 +166,9 @@ fn resume_is_bit_identical_and_the_checkpoint_is_a_transformers_folder() {
 fn wordpiece_vocabulary_trains_and_round_trips() {
     let _l = lock();
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/wordpiece/tokenizer.json");
+    // with a truncation like all-MiniLM's (128 tokens), which must not cut the corpus
+    let json = std::fs::read_to_string(path).unwrap().replace("\"truncation\": null", "\"truncation\": {\"direction\": \"Right\", \"max_length\": 8, \"strategy\": \"LongestFirst\", \"stride\": 0}");
+    assert_eq!(MlmTokenizer::wordpiece(json, "t").unwrap().encode("the quick brown fox jumps over the lazy dog . hello").unwrap().len(), 11);
     let tok = MlmTokenizer::wordpiece_file(std::path::Path::new(path)).unwrap();
     assert_eq!(tok.special(), magpie_models::mlm_vocab::SpecialIds { pad: 0, cls: 2, sep: 3, mask: 4 });
     let text = "the quick brown fox jumps over the lazy dog. hello magpie! ".repeat(40);
