@@ -54,21 +54,33 @@ impl Dataset {
         }).sum()
     }
 
-    /// A batch of `batch` random windows: inputs and targets (shifted by one), both `[B, T]` int64.
-    pub fn batch(&self, gen: &mut Generator, split: Split, batch: usize, block_size: usize) -> Result<(Tensor, Tensor)> {
+    /// `batch` random windows of `len` tokens of `split` (`len` at most the part's length).
+    pub fn windows(&self, gen: &mut Generator, split: Split, batch: usize, len: usize) -> Result<Vec<&[u32]>> {
         let data = match split {
             Split::Train => &self.train,
             Split::Val => &self.val,
         };
-        let starts = data.len() - block_size; // > 0 by construction
+        if len == 0 || len > data.len() {
+            return Err(Error::value("dataset", format!("windows of {len} tokens do not fit a part of {} tokens", data.len())));
+        }
+        let starts = data.len() + 1 - len;
         let r = gen.next_u32(2 * batch);
+        Ok(r.chunks_exact(2)
+            .map(|p| {
+                // 64 random bits make the modulo bias negligible
+                let s = ((((p[0] as u64) << 32) | p[1] as u64) % starts as u64) as usize;
+                &data[s..s + len]
+            })
+            .collect())
+    }
+
+    /// A batch of `batch` random windows: inputs and targets (shifted by one), both `[B, T]` int64.
+    pub fn batch(&self, gen: &mut Generator, split: Split, batch: usize, block_size: usize) -> Result<(Tensor, Tensor)> {
         let mut x = Vec::with_capacity(batch * block_size);
         let mut y = Vec::with_capacity(batch * block_size);
-        for p in r.chunks_exact(2) {
-            // 64 random bits make the modulo bias negligible
-            let s = ((((p[0] as u64) << 32) | p[1] as u64) % starts as u64) as usize;
-            x.extend(data[s..s + block_size].iter().map(|&v| v as i64));
-            y.extend(data[s + 1..s + block_size + 1].iter().map(|&v| v as i64));
+        for w in self.windows(gen, split, batch, block_size + 1)? {
+            x.extend(w[..block_size].iter().map(|&v| v as i64));
+            y.extend(w[1..].iter().map(|&v| v as i64));
         }
         Ok((Tensor::from_vec(x, &[batch, block_size])?, Tensor::from_vec(y, &[batch, block_size])?))
     }

@@ -1,7 +1,8 @@
 //! Models built from `magpie-nn` modules. Pretrained transformers loaded from Hugging Face folders
 //! ([`auto::AutoModel`]: BERT, GPT-2, Llama 3, Qwen2) with generation ([`generate`]), tokenizers
 //! ([`hf_tokenizer`]) and sentence embeddings ([`embed`]); and a character-level GPT ([`gpt`]) with
-//! its tokenizer, batches, a [`trainer::Trainer`] with bit-identical checkpoint/resume, and sampling.
+//! its tokenizer, batches, a [`trainer::Trainer`] with bit-identical checkpoint/resume, and sampling;
+//! the same trainer pretrains BERT as a masked language model ([`bert_mlm`], [`mlm`]).
 //!
 //! ```
 //! use magpie_models::gpt::{Gpt, GptConfig};
@@ -15,6 +16,7 @@
 
 pub mod auto;
 pub mod bert;
+pub mod bert_mlm;
 pub mod blocks;
 pub mod causal_lm;
 pub mod config;
@@ -29,8 +31,11 @@ pub mod gpt2;
 pub mod hf_tokenizer;
 pub mod hub;
 pub mod llama;
+pub mod mlm;
+pub mod mlm_vocab;
 pub mod output;
 pub mod positions;
 pub mod qwen2;
 pub mod tokenizer;
+pub mod train_model;
 pub mod trainer;

@@ -1,4 +1,5 @@
-//! Training a [`Gpt`] on a token stream: AdamW (decay on matrices only), linear warmup then
+//! Training a model on a token stream (the [`Gpt`] on next tokens, [`BertForMaskedLM`] on masked
+//! tokens: one loop for both, through [`TrainModel`]): AdamW (decay on matrices only), linear warmup then
 //! cosine decay (a `LambdaLR`), gradient clipping, validation loss, and checkpoints that resume
 //! bit-identically: model, optimizer, scheduler, both random generators (the default one, which
 //! dropout draws from, and the data-order one) and the step.
@@ -9,9 +10,11 @@
 //! process with the whole batch (up to float reduction order), and a checkpoint (written by
 //! rank 0) resumes at any world size that divides the batch.
 
+use crate::bert::BertForMaskedLM;
 use crate::data::{Dataset, Split};
 use crate::gpt::{Gpt, GptConfig};
 use crate::tokenizer::CharTokenizer;
+use crate::train_model::{TrainModel, TrainTokenizer};
 use magpie_core::autograd::no_grad;
 use magpie_core::ops::random::{self, Generator};
 use magpie_core::{DType, Device, Error, Result, Tensor};
@@ -139,8 +142,8 @@ impl TrainConfig {
 }
 
 /// The model, optimizer, scheduler and random state of one training run.
-pub struct Trainer {
-    pub model: Gpt,
+pub struct Trainer<M: TrainModel = Gpt> {
+    pub model: M,
     pub opt: AdamW,
     pub sched: LambdaLr,
     /// Draws the batches (kept apart from the default generator that dropout uses).
@@ -148,7 +151,7 @@ pub struct Trainer {
     /// Optimizer steps taken so far.
     pub step: usize,
     pub config: TrainConfig,
-    pub tokenizer: CharTokenizer,
+    pub tokenizer: M::Tokenizer,
     /// Checksum and length of the token stream trained on, so a resume can check the corpus.
     pub corpus_id: (u64, usize),
     device: Device,
@@ -177,7 +180,11 @@ struct SchedState {
 #[derive(Serialize, Deserialize)]
 struct TrainerFile {
     step: usize,
-    model: GptConfig,
+    /// The model kind ([`TrainModel::KIND`]; checkpoints without it hold a GPT).
+    #[serde(default = "gpt_kind")]
+    kind: String,
+    /// The model's config ([`TrainModel::config_to_json`]).
+    model: serde_json::Value,
     train: TrainConfig,
     scheduler: SchedState,
     /// (seed, offset) of the default generator and of the data-order generator.
@@ -187,13 +194,24 @@ struct TrainerFile {
     corpus_tokens: usize,
 }
 
+fn gpt_kind() -> String {
+    Gpt::KIND.to_string()
+}
+
+/// Evaluation results: the mean loss and, for BERT, the masked-token accuracy.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Eval {
+    pub loss: f64,
+    pub accuracy: Option<f64>,
+}
+
 /// A checksum of a token stream (identifies the corpus in checkpoints).
 pub fn corpus_id(tokens: &[u32]) -> (u64, usize) {
     let bytes: Vec<u8> = tokens.iter().flat_map(|t| t.to_le_bytes()).collect();
     (magpie_io::checkpoint::fnv1a64(&bytes), tokens.len())
 }
 
-fn make_optimizer(model: &Gpt, cfg: &TrainConfig) -> Result<(AdamW, LambdaLr)> {
+fn make_optimizer<M: TrainModel>(model: &M, cfg: &TrainConfig) -> Result<(AdamW, LambdaLr)> {
     let (decay, no_decay) = model.decay_groups();
     let ac = AdamConfig { lr: cfg.lr, betas: (0.9, 0.95), weight_decay: cfg.weight_decay, ..AdamConfig::adamw() };
     let mut opt = AdamW::new(decay, ac.clone())?;
@@ -204,17 +222,34 @@ fn make_optimizer(model: &Gpt, cfg: &TrainConfig) -> Result<(AdamW, LambdaLr)> {
     Ok((opt, sched))
 }
 
-impl Trainer {
+impl Trainer<Gpt> {
+    /// A fresh GPT run (see [`Trainer::start`]).
+    pub fn new(model_cfg: GptConfig, config: TrainConfig, tokenizer: CharTokenizer, corpus_id: (u64, usize)) -> Result<Trainer<Gpt>> {
+        Trainer::start(model_cfg, config, tokenizer, corpus_id)
+    }
+
+    /// Resumes a GPT run (see [`Trainer::resume`]).
+    pub fn load(dir: &Path, corpus_id: Option<(u64, usize)>) -> Result<Trainer<Gpt>> {
+        Trainer::resume(dir, corpus_id)
+    }
+
+    /// Resumes a GPT run onto `device` (see [`Trainer::resume_on`]).
+    pub fn load_on(dir: &Path, corpus_id: Option<(u64, usize)>, device: Option<&str>) -> Result<Trainer<Gpt>> {
+        Trainer::resume_on(dir, corpus_id, device)
+    }
+}
+
+/// A BERT masked-language-model run.
+pub type BertTrainer = Trainer<BertForMaskedLM>;
+
+impl<M: TrainModel> Trainer<M> {
     /// A fresh run: seeds the default generator with `config.seed`, builds and initialises the model.
-    pub fn new(model_cfg: GptConfig, config: TrainConfig, tokenizer: CharTokenizer, corpus_id: (u64, usize)) -> Result<Trainer> {
+    pub fn start(model_cfg: M::Config, config: TrainConfig, tokenizer: M::Tokenizer, corpus_id: (u64, usize)) -> Result<Trainer<M>> {
         config.validate()?;
-        model_cfg.validate()?;
-        if model_cfg.vocab_size != tokenizer.vocab_size() {
-            return Err(Error::value("train", format!("vocab_size {} does not match the tokenizer's {}", model_cfg.vocab_size, tokenizer.vocab_size())));
-        }
+        M::check(&model_cfg, &tokenizer)?;
         let device = config.device()?;
         random::manual_seed(config.seed);
-        let mut model = Gpt::new(model_cfg)?;
+        let mut model = M::build(&model_cfg, config.seed)?;
         model.to_dtype(config.dtype()?)?;
         if device != Device::Cpu {
             model.to_device(device)?;
@@ -273,15 +308,37 @@ impl Trainer {
         self.opt.lr(0)
     }
 
+    /// The device the model trains on.
+    pub fn device(&self) -> Device {
+        self.device
+    }
+
+    /// Tokens per row of a batch.
+    pub fn seq_len(&self) -> usize {
+        M::seq_len(self.model.config())
+    }
+
+    /// A dataset of `tokens` for this model (each split holding at least one row's window).
+    pub fn dataset(&self, tokens: Vec<u32>) -> Result<Dataset> {
+        Dataset::new(tokens, self.config.val_fraction, M::data_window(self.model.config()))
+    }
+
+    /// A global batch drawn with `gen`, this rank's rows of it, on the model's device.
+    fn batch(&self, data: &Dataset, gen: &mut Generator, split: Split) -> Result<Vec<Tensor>> {
+        let b = M::make_batch(self.model.config(), &self.tokenizer, data, gen, split, self.config.batch_size)?;
+        b.into_iter().map(|t| self.local(t)?.to_device(self.device)).collect()
+    }
+
     /// One optimizer step on a fresh training batch; returns the batch loss.
     pub fn train_step(&mut self, data: &Dataset) -> Result<f32> {
         self.model.train(true);
-        let (b, t) = (self.config.batch_size, self.model.config.block_size);
-        let (x, y) = data.batch(&mut self.data_rng, Split::Train, b, t)?;
-        let (x, y) = (self.local(x)?.to_device(self.device)?, self.local(y)?.to_device(self.device)?);
+        let mut gen = std::mem::replace(&mut self.data_rng, Generator::new(0));
+        let batch = self.batch(data, &mut gen, Split::Train);
+        self.data_rng = gen;
+        let batch = batch?;
         let loss = {
             let _ac = self.autocast()?;
-            self.model.loss(&x, &y)?
+            self.model.loss(&batch, false)?.0
         };
         self.opt.zero_grad();
         let clip = self.config.grad_clip;
@@ -320,22 +377,30 @@ impl Trainer {
     /// Batches come from a generator re-seeded each time, so evaluation does not disturb training
     /// and every evaluation sees the same windows.
     pub fn evaluate(&mut self, data: &Dataset, split: Split) -> Result<f64> {
+        Ok(self.evaluate_full(data, split)?.loss)
+    }
+
+    /// [`Trainer::evaluate`] with the model's metric (BERT: masked-token accuracy) beside the loss.
+    pub fn evaluate_full(&mut self, data: &Dataset, split: Split) -> Result<Eval> {
         let _g = no_grad();
         self.model.eval();
         let mut gen = Generator::new(self.config.seed ^ 0xe7a1_e7a1);
-        let (b, t) = (self.config.batch_size, self.model.config.block_size);
-        let mut sum = 0.0;
+        let (mut sum, mut acc) = (0.0, None::<f64>);
         for _ in 0..self.config.eval_iters {
-            let (x, y) = data.batch(&mut gen, split, b, t)?;
-            let (x, y) = (self.local(x)?, self.local(y)?);
-            let l = {
+            let batch = self.batch(data, &mut gen, split)?;
+            let (l, a) = {
                 let _ac = self.autocast()?;
-                self.model.loss(&x.to_device(self.device)?, &y.to_device(self.device)?)?
+                self.model.loss(&batch, true)?
             };
             sum += self.global_mean(&l)?;
+            if let Some(a) = a {
+                let a = Tensor::from_vec(vec![a], &[])?.to_device(self.device)?;
+                *acc.get_or_insert(0.0) += self.global_mean(&a)?;
+            }
         }
         self.model.train(true);
-        Ok(sum / self.config.eval_iters as f64)
+        let n = self.config.eval_iters as f64;
+        Ok(Eval { loss: sum / n, accuracy: acc.map(|a| a / n) })
     }
 
     /// Writes the checkpoint folder `dir` atomically (see `magpie_io::checkpoint`).
@@ -348,7 +413,8 @@ impl Trainer {
         let b = self.sched.base();
         let file = TrainerFile {
             step: self.step,
-            model: self.model.config.clone(),
+            kind: M::KIND.to_string(),
+            model: M::config_to_json(self.model.config())?,
             train: self.config.clone(),
             scheduler: SchedState { base_lrs: b.base_lrs.clone(), last_epoch: b.last_epoch, step_count: b.step_count, last_lr: b.last_lr.clone() },
             rng_default: random::with_default_generator(|g| g.get_state()),
@@ -357,32 +423,32 @@ impl Trainer {
             corpus_tokens: self.corpus_id.1,
         };
         let json = serde_json::to_string_pretty(&file).map_err(|e| Error::io("checkpoint", e.to_string()))?;
-        save_dir(
-            dir,
-            &[
-                ("model.safetensors".into(), model_bytes),
-                ("optimizer.safetensors".into(), opt_bytes),
-                ("trainer.json".into(), json.into_bytes()),
-                ("tokenizer.json".into(), self.tokenizer.to_json().into_bytes()),
-            ],
-        )
+        let mut files = vec![
+            ("model.safetensors".to_string(), model_bytes),
+            ("optimizer.safetensors".into(), opt_bytes),
+            ("trainer.json".into(), json.into_bytes()),
+            ("tokenizer.json".into(), self.tokenizer.to_json().into_bytes()),
+        ];
+        files.extend(self.model.extra_files()?);
+        save_dir(dir, &files)
     }
 
     /// Resumes from a checkpoint folder: model, optimizer, scheduler, generators and step, exactly.
     /// `corpus_id` must be that of the token stream the run was started on.
-    pub fn load(dir: &Path, corpus_id: Option<(u64, usize)>) -> Result<Trainer> {
-        Trainer::load_on(dir, corpus_id, None)
+    pub fn resume(dir: &Path, corpus_id: Option<(u64, usize)>) -> Result<Trainer<M>> {
+        Trainer::resume_on(dir, corpus_id, None)
     }
 
-    /// [`Trainer::load`] onto `device` instead of the checkpoint's (a data-parallel rank resumes
+    /// [`Trainer::resume`] onto `device` instead of the checkpoint's (a data-parallel rank resumes
     /// on its own GPU).
-    pub fn load_on(dir: &Path, corpus_id: Option<(u64, usize)>, device: Option<&str>) -> Result<Trainer> {
+    pub fn resume_on(dir: &Path, corpus_id: Option<(u64, usize)>, device: Option<&str>) -> Result<Trainer<M>> {
         let ck = load_dir(dir)?;
-        let mut file: TrainerFile = ck.json("trainer.json")?;
+        let mut file = read_trainer_file::<M>(&ck)?;
         if let Some(d) = device {
             file.train.device = d.to_string();
         }
-        let tokenizer = read_tokenizer(&ck)?;
+        let tokenizer = read_tokenizer::<M::Tokenizer>(&ck)?;
+        let model_cfg = M::config_from_json(&file.model).map_err(|e| bad_ck(&ck, &e.to_string()))?;
         let id = (u64::from_str_radix(&file.corpus_fnv1a64, 16).map_err(|_| bad_ck(&ck, "trainer.json has a bad corpus checksum"))?, file.corpus_tokens);
         if let Some(given) = corpus_id {
             if given != id {
@@ -392,7 +458,7 @@ impl Trainer {
                 ));
             }
         }
-        let mut t = Trainer::new(file.model, file.train, tokenizer, id)?;
+        let mut t = Trainer::<M>::start(model_cfg, file.train, tokenizer, id)?;
         load_model_weights(&ck, &t.model)?;
         let opt = ck.safetensors("optimizer.safetensors")?;
         let ojson = opt.metadata.get("optimizer").ok_or_else(|| bad_ck(&ck, "optimizer.safetensors has no optimizer metadata"))?;
@@ -423,14 +489,39 @@ fn bad_ck(ck: &CheckpointFiles, msg: &str) -> Error {
     Error::io("checkpoint", format!("{}: {msg}", ck.dir().display()))
 }
 
-fn read_tokenizer(ck: &CheckpointFiles) -> Result<CharTokenizer> {
+fn read_tokenizer<T: TrainTokenizer>(ck: &CheckpointFiles) -> Result<T> {
     let s = std::str::from_utf8(ck.bytes("tokenizer.json")?).map_err(|_| bad_ck(ck, "tokenizer.json is not UTF-8"))?;
-    CharTokenizer::from_json(s).map_err(|e| bad_ck(ck, &e.to_string()))
+    T::from_json(s).map_err(|e| bad_ck(ck, &e.to_string()))
 }
 
-fn load_model_weights(ck: &CheckpointFiles, model: &Gpt) -> Result<()> {
+/// `trainer.json`, checked to hold a model of kind `M`.
+fn read_trainer_file<M: TrainModel>(ck: &CheckpointFiles) -> Result<TrainerFile> {
+    let file: TrainerFile = ck.json("trainer.json")?;
+    if file.kind != M::KIND {
+        return Err(Error::value(
+            "checkpoint",
+            format!("checkpoint {} holds a {} model, not a {} one", ck.dir().display(), file.kind, M::KIND),
+        ));
+    }
+    Ok(file)
+}
+
+/// The model kind of a checkpoint folder ("gpt" or "bert").
+pub fn checkpoint_kind(dir: &Path) -> Result<String> {
+    let file: TrainerFile = load_dir(dir)?.json("trainer.json")?;
+    Ok(file.kind)
+}
+
+/// The tokenizer of a checkpoint folder of a `M` model.
+pub fn checkpoint_tokenizer<M: TrainModel>(dir: &Path) -> Result<M::Tokenizer> {
+    let ck = load_dir(dir)?;
+    read_trainer_file::<M>(&ck)?;
+    read_tokenizer(&ck)
+}
+
+fn load_model_weights<M: TrainModel>(ck: &CheckpointFiles, model: &M) -> Result<()> {
     let m = ck.safetensors("model.safetensors")?;
-    let dt = model.wte.weight.dtype();
+    let dt = model.param_dtype();
     let sd = m.tensors.into_iter().map(|(n, t)| Ok((n, t.to_dtype(dt)?))).collect::<Result<Vec<_>>>()?;
     model.load_state_dict(&sd, true).map_err(|e| bad_ck(ck, &format!("model.safetensors does not fit the model: {e}")))?;
     Ok(())
@@ -439,12 +530,13 @@ fn load_model_weights(ck: &CheckpointFiles, model: &Gpt) -> Result<()> {
 /// The model and tokenizer of a checkpoint folder, for generation (eval mode).
 pub fn load_for_inference(dir: &Path) -> Result<(Gpt, CharTokenizer)> {
     let ck = load_dir(dir)?;
-    let file: TrainerFile = ck.json("trainer.json")?;
-    let tokenizer = read_tokenizer(&ck)?;
-    if file.model.vocab_size != tokenizer.vocab_size() {
+    let file = read_trainer_file::<Gpt>(&ck)?;
+    let tokenizer: CharTokenizer = read_tokenizer(&ck)?;
+    let cfg = Gpt::config_from_json(&file.model).map_err(|e| bad_ck(&ck, &e.to_string()))?;
+    if cfg.vocab_size != tokenizer.vocab_size() {
         return Err(bad_ck(&ck, "the model's vocab_size does not match tokenizer.json"));
     }
-    let mut model = Gpt::new(file.model)?;
+    let mut model = Gpt::new(cfg)?;
     load_model_weights(&ck, &model)?;
     model.eval();
     Ok((model, tokenizer))
