@@ -10,7 +10,8 @@ use crate::dtype::DType;
 use crate::tensor::Tensor;
 use crate::{Device, Result};
 
-/// The forward's outputs, each `[rows]` in the logits' dtype.
+/// The forward's outputs, each `[rows]`, in the logits' dtype (float32 for
+/// [`Precision::F32Of16`]).
 pub struct CeForward {
     /// `logsumexp(x[r]) - x[r, t[r]]`; 0 on ignored rows, NaN for an out-of-range target.
     pub loss: Tensor,
@@ -33,24 +34,61 @@ fn targets(x: &Tensor, t: &Tensor) -> Result<Option<Tensor>> {
     Ok(Some(cont(&t)?))
 }
 
+/// Which kernels run: the logits' own precision throughout, or f16/bf16 logits with float32
+/// outputs and gradients computed in float32 (what autocast's float32 policy asks for, without the
+/// `[rows, c]` float32 copy of the logits or of their gradient).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Precision {
+    /// Loss, log-sum-exp and gradient in the logits' dtype (any float dtype the softmax takes).
+    Own,
+    /// f16/bf16 logits; loss and log-sum-exp in float32, the float32 gradient rounded once to the
+    /// logits' dtype (as autocast's cast back gives it).
+    F32Of16,
+}
+
+impl Precision {
+    /// Whether there is a kernel for logits of `dt`.
+    fn takes(self, dt: DType) -> bool {
+        match self {
+            Precision::Own => supported(dt),
+            Precision::F32Of16 => matches!(dt, DType::F16 | DType::BF16),
+        }
+    }
+    /// The dtype of the forward's outputs and of the backward's `lse`, `g` and `count`.
+    fn acc(self, dt: DType) -> DType {
+        match self {
+            Precision::Own => dt,
+            Precision::F32Of16 => DType::F32,
+        }
+    }
+    /// The kernel names of `kernels/loss.cu`: (forward, backward).
+    fn kernels(self) -> (&'static str, &'static str) {
+        match self {
+            Precision::Own => ("ce_fwd", "ce_bwd"),
+            Precision::F32Of16 => ("ce_fwd_f32", "ce_bwd_f32"),
+        }
+    }
+}
+
 /// The forward over `x [rows, c]` (CUDA, float) and targets `t [rows]` (integer, same device);
 /// None when there is no kernel for these inputs.
-pub fn cross_entropy_forward(x: &Tensor, t: &Tensor, ignore_index: i64) -> Result<Option<CeForward>> {
+pub fn cross_entropy_forward(x: &Tensor, t: &Tensor, ignore_index: i64, p: Precision) -> Result<Option<CeForward>> {
     let op = "cross_entropy";
     let dt = x.dtype();
     let Device::Cuda(ord) = x.device() else { return Ok(None) };
-    if !supported(dt) || x.ndim() != 2 || x.shape()[1] == 0 {
+    if !p.takes(dt) || x.ndim() != 2 || x.shape()[1] == 0 {
         return Ok(None);
     }
     let Some(t) = targets(x, t)? else { return Ok(None) };
     let (rows, c) = (x.shape()[0], x.shape()[1]);
     let x = cont(x)?;
-    let loss = empty(op, ord, dt, &[rows])?;
-    let lse = empty(op, ord, dt, &[rows])?;
-    let valid = empty(op, ord, dt, &[rows])?;
+    let acc = p.acc(dt);
+    let loss = empty(op, ord, acc, &[rows])?;
+    let lse = empty(op, ord, acc, &[rows])?;
+    let valid = empty(op, ord, acc, &[rows])?;
     if rows > 0 {
         let (xp, dev) = elem_ptr(op, &x)?;
-        let f = kfunc(&dev, KFile::Loss, dt, "ce_fwd")?;
+        let f = kfunc(&dev, KFile::Loss, dt, p.kernels().0)?;
         let threads = (c.div_ceil(4).div_ceil(32) * 32).clamp(32, 1024) as u32;
         let mut a = Args::new();
         a.push(xp).push(elem_ptr(op, &t)?.0).push(elem_ptr(op, &loss)?.0).push(elem_ptr(op, &lse)?.0).push(elem_ptr(op, &valid)?.0);
@@ -60,14 +98,15 @@ pub fn cross_entropy_forward(x: &Tensor, t: &Tensor, ignore_index: i64) -> Resul
     Ok(Some(CeForward { loss, lse, valid }))
 }
 
-/// The gradient for `x`: `(softmax(x) - onehot(t)) * g[r] / count` per row, 0 on ignored rows.
-/// `g` is the upstream gradient (0-d, or `[rows]` for reduction 'none'); `count` (0-d) divides
-/// for reduction 'mean'. None when there is no kernel for these inputs.
-pub fn cross_entropy_backward(x: &Tensor, t: &Tensor, lse: &Tensor, g: &Tensor, count: Option<&Tensor>, ignore_index: i64) -> Result<Option<Tensor>> {
+/// The gradient for `x`: `(softmax(x) - onehot(t)) * g[r] / count` per row, 0 on ignored rows,
+/// in `x`'s dtype. `g` is the upstream gradient (0-d, or `[rows]` for reduction 'none'); `count`
+/// (0-d) divides for reduction 'mean'; `lse` is the forward's. None when there is no kernel for
+/// these inputs.
+pub fn cross_entropy_backward(x: &Tensor, t: &Tensor, lse: &Tensor, g: &Tensor, count: Option<&Tensor>, ignore_index: i64, p: Precision) -> Result<Option<Tensor>> {
     let op = "cross_entropy_backward";
     let dt = x.dtype();
     let Device::Cuda(ord) = x.device() else { return Ok(None) };
-    if !supported(dt) || x.ndim() != 2 {
+    if !p.takes(dt) || x.ndim() != 2 {
         return Ok(None);
     }
     let (rows, c) = (x.shape()[0], x.shape()[1]);
@@ -82,83 +121,14 @@ pub fn cross_entropy_backward(x: &Tensor, t: &Tensor, lse: &Tensor, g: &Tensor, 
         }
     }
     let Some(t) = targets(x, t)? else { return Ok(None) };
-    let as_dt = |u: &Tensor| -> Result<Tensor> { cont(&if u.dtype() != dt { cast(u, dt)? } else { u.clone() }) };
-    let (x, lse, g) = (cont(x)?, as_dt(lse)?, as_dt(g)?);
-    let count = count.map(as_dt).transpose()?;
-    let dx = empty(op, ord, dt, &[rows, c])?;
-    let total = rows * c;
-    if total > 0 {
-        let (xp, dev) = elem_ptr(op, &x)?;
-        let f = kfunc(&dev, KFile::Loss, dt, "ce_bwd")?;
-        let cp = match &count {
-            Some(u) => elem_ptr(op, u)?.0,
-            None => 0,
-        };
-        let mut a = Args::new();
-        a.push(xp).push(elem_ptr(op, &t)?.0).push(elem_ptr(op, &lse)?.0).push(elem_ptr(op, &g)?.0).push(gstride).push(cp);
-        a.push(elem_ptr(op, &dx)?.0).push(rows as i64).push(c as i64).push(ignore_index);
-        launch(&dev, op, f, (grid_stride_blocks(&dev, total), 1, 1), (256, 1, 1), 0, &mut a)?;
-    }
-    Ok(Some(dx))
-}
-
-/// [`cross_entropy_forward`] for f16/bf16 logits with float32 outputs: the loss of the logits cast
-/// to float32 (what autocast runs), computed without that cast's `[rows, c]` float32 copy. None
-/// for other inputs.
-pub fn cross_entropy_forward_f32(x: &Tensor, t: &Tensor, ignore_index: i64) -> Result<Option<CeForward>> {
-    let op = "cross_entropy";
-    let dt = x.dtype();
-    let Device::Cuda(ord) = x.device() else { return Ok(None) };
-    if !matches!(dt, DType::F16 | DType::BF16) || x.ndim() != 2 || x.shape()[1] == 0 {
-        return Ok(None);
-    }
-    let Some(t) = targets(x, t)? else { return Ok(None) };
-    let (rows, c) = (x.shape()[0], x.shape()[1]);
-    let x = cont(x)?;
-    let loss = empty(op, ord, DType::F32, &[rows])?;
-    let lse = empty(op, ord, DType::F32, &[rows])?;
-    let valid = empty(op, ord, DType::F32, &[rows])?;
-    if rows > 0 {
-        let (xp, dev) = elem_ptr(op, &x)?;
-        let f = kfunc(&dev, KFile::Loss, dt, "ce_fwd_f32")?;
-        let threads = (c.div_ceil(4).div_ceil(32) * 32).clamp(32, 1024) as u32;
-        let mut a = Args::new();
-        a.push(xp).push(elem_ptr(op, &t)?.0).push(elem_ptr(op, &loss)?.0).push(elem_ptr(op, &lse)?.0).push(elem_ptr(op, &valid)?.0);
-        a.push(c as i64).push(ignore_index);
-        launch(&dev, op, f, (rows as u32, 1, 1), (threads, 1, 1), 0, &mut a)?;
-    }
-    Ok(Some(CeForward { loss, lse, valid }))
-}
-
-/// The gradient for the f16/bf16 logits of [`cross_entropy_forward_f32`] (float32 `lse`, `g`,
-/// `count`), in the logits' dtype: the float32 gradient rounded once, as autocast's cast back
-/// gives it, without the float32 `[rows, c]` gradient in between. None for other inputs.
-pub fn cross_entropy_backward_f32(x: &Tensor, t: &Tensor, lse: &Tensor, g: &Tensor, count: Option<&Tensor>, ignore_index: i64) -> Result<Option<Tensor>> {
-    let op = "cross_entropy_backward";
-    let dt = x.dtype();
-    let Device::Cuda(ord) = x.device() else { return Ok(None) };
-    if !matches!(dt, DType::F16 | DType::BF16) || x.ndim() != 2 {
-        return Ok(None);
-    }
-    let (rows, c) = (x.shape()[0], x.shape()[1]);
-    let gstride = match g.numel() {
-        1 if g.ndim() == 0 => 0i64,
-        n if n == rows && g.ndim() == 1 => 1,
-        _ => return Ok(None),
-    };
-    for u in [Some(lse), Some(g), count].into_iter().flatten() {
-        if u.device() != x.device() {
-            return Ok(None);
-        }
-    }
-    let Some(t) = targets(x, t)? else { return Ok(None) };
-    let as_f32 = |u: &Tensor| -> Result<Tensor> { cont(&if u.dtype() != DType::F32 { cast(u, DType::F32)? } else { u.clone() }) };
-    let (x, lse, g) = (cont(x)?, as_f32(lse)?, as_f32(g)?);
-    let count = count.map(as_f32).transpose()?;
+    let acc = p.acc(dt);
+    let as_acc = |u: &Tensor| -> Result<Tensor> { cont(&if u.dtype() != acc { cast(u, acc)? } else { u.clone() }) };
+    let (x, lse, g) = (cont(x)?, as_acc(lse)?, as_acc(g)?);
+    let count = count.map(as_acc).transpose()?;
     let dx = empty(op, ord, dt, &[rows, c])?;
     if rows > 0 && c > 0 {
         let (xp, dev) = elem_ptr(op, &x)?;
-        let f = kfunc(&dev, KFile::Loss, dt, "ce_bwd_f32")?;
+        let f = kfunc(&dev, KFile::Loss, dt, p.kernels().1)?;
         let cp = match &count {
             Some(u) => elem_ptr(op, u)?.0,
             None => 0,
@@ -166,10 +136,16 @@ pub fn cross_entropy_backward_f32(x: &Tensor, t: &Tensor, lse: &Tensor, g: &Tens
         let mut a = Args::new();
         a.push(xp).push(elem_ptr(op, &t)?.0).push(elem_ptr(op, &lse)?.0).push(elem_ptr(op, &g)?.0).push(gstride).push(cp);
         a.push(elem_ptr(op, &dx)?.0).push(rows as i64).push(c as i64).push(ignore_index);
-        // columns of a row over blockIdx.x (at least 4 elements a thread), rows over blockIdx.y
-        let xblocks = c.div_ceil(256 * 4).max(1);
-        let yblocks = rows.min(65535).min((dev.sm_count as usize * 32).div_ceil(xblocks).max(1));
-        launch(&dev, op, f, (xblocks as u32, yblocks.max(1) as u32, 1), (256, 1, 1), 0, &mut a)?;
+        let (grid, block) = match p {
+            Precision::Own => ((grid_stride_blocks(&dev, rows * c), 1, 1), (256, 1, 1)),
+            Precision::F32Of16 => {
+                // columns of a row over blockIdx.x (at least 4 elements a thread), rows over blockIdx.y
+                let xblocks = c.div_ceil(256 * 4).max(1);
+                let yblocks = rows.min(65535).min((dev.sm_count as usize * 32).div_ceil(xblocks).max(1));
+                ((xblocks as u32, yblocks.max(1) as u32, 1), (256, 1, 1))
+            }
+        };
+        launch(&dev, op, f, grid, block, 0, &mut a)?;
     }
     Ok(Some(dx))
 }

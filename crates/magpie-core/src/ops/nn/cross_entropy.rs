@@ -110,11 +110,26 @@ fn composite_grad(x: &Tensor, t: &Tensor, g: &Tensor, ignore_index: i64, r: Redu
 /// float32 one rounded once). None where the fused kernels do not apply.
 #[cfg(feature = "cuda")]
 pub(crate) fn cross_entropy_autocast_f32(x: &Tensor, t: &Tensor, ignore_index: i64, r: Reduction) -> Result<Option<Tensor>> {
-    use crate::backend::cuda::loss;
     if !x.device().is_cuda() || !matches!(x.dtype(), DType::F16 | DType::BF16) || x.ndim() != 2 || !t.dtype().is_int() || t.ndim() != 1 {
         return Ok(None);
     }
-    let Some(f) = loss::cross_entropy_forward_f32(x, t, ignore_index)? else { return Ok(None) };
+    cuda_kernels(x, t, ignore_index, r, true)
+}
+
+/// The CUDA path of [`cross_entropy_fused`]; None when the kernels do not take these inputs.
+#[cfg(feature = "cuda")]
+fn cross_entropy_cuda(x: &Tensor, t: &Tensor, ignore_index: i64, r: Reduction) -> Result<Option<Tensor>> {
+    cuda_kernels(x, t, ignore_index, r, false)
+}
+
+/// The loss from `backend/cuda/loss.rs`'s kernels and its autograd record: in the logits' own
+/// precision, or (`f32_of_16`) float32 from f16/bf16 logits. The gradient takes the backward
+/// kernel, or the differentiable composite when it is to be differentiated again.
+#[cfg(feature = "cuda")]
+fn cuda_kernels(x: &Tensor, t: &Tensor, ignore_index: i64, r: Reduction, f32_of_16: bool) -> Result<Option<Tensor>> {
+    use crate::backend::cuda::loss::{self, Precision};
+    let p = if f32_of_16 { Precision::F32Of16 } else { Precision::Own };
+    let Some(f) = loss::cross_entropy_forward(x, t, ignore_index, p)? else { return Ok(None) };
     let _ng = autograd::no_grad();
     let count = match r {
         Reduction::Mean => Some(f.valid.sum()?),
@@ -130,47 +145,19 @@ pub(crate) fn cross_entropy_autocast_f32(x: &Tensor, t: &Tensor, ignore_index: i
     let (target, lse) = (t.clone(), f.lse);
     autograd::record("CrossEntropyLoss", &[x], std::slice::from_ref(&out), move |_, g| {
         let x = sx.get()?;
-        let kernel = if autograd::is_grad_enabled() { None } else { loss::cross_entropy_backward_f32(&x, &target, &lse, &g[0], count.as_ref(), ignore_index)? };
+        let kernel = if autograd::is_grad_enabled() { None } else { loss::cross_entropy_backward(&x, &target, &lse, &g[0], count.as_ref(), ignore_index, p)? };
         let gx = match kernel {
             Some(gx) => gx,
             None => {
-                // the differentiable composite on the float32 logits (as the cast path records)
+                // the composite needs the count on the host (one read, only on this rare path);
+                // for 16-bit logits under autocast it runs on the float32 logits, as the cast
+                // path records
                 let valid = target.ne_scalar(ignore_index)?.sum()?.item()?.to_f64() as usize;
-                composite_grad(&x.to_dtype(DType::F32)?, &target, &g[0], ignore_index, r, valid)?.to_dtype(x.dtype())?
-            }
-        };
-        Ok(vec![Some(gx)])
-    });
-    Ok(Some(out))
-}
-
-/// The CUDA path of [`cross_entropy_fused`]; None when the kernels do not take these inputs.
-#[cfg(feature = "cuda")]
-fn cross_entropy_cuda(x: &Tensor, t: &Tensor, ignore_index: i64, r: Reduction) -> Result<Option<Tensor>> {
-    use crate::backend::cuda::loss;
-    let Some(f) = loss::cross_entropy_forward(x, t, ignore_index)? else { return Ok(None) };
-    let _ng = autograd::no_grad();
-    let count = match r {
-        Reduction::Mean => Some(f.valid.sum()?),
-        _ => None,
-    };
-    let out = match r {
-        Reduction::None => f.loss.clone(),
-        Reduction::Sum => f.loss.sum()?,
-        Reduction::Mean => f.loss.sum()?.div(count.as_ref().ok_or_else(|| Error::value("cross_entropy", "no count"))?)?,
-    };
-    drop(_ng);
-    let sx = Saved::new("cross_entropy", x);
-    let (target, lse) = (t.clone(), f.lse);
-    autograd::record("CrossEntropyLoss", &[x], &[out.clone()], move |_, g| {
-        let x = sx.get()?;
-        let kernel = if autograd::is_grad_enabled() { None } else { loss::cross_entropy_backward(&x, &target, &lse, &g[0], count.as_ref(), ignore_index)? };
-        let gx = match kernel {
-            Some(gx) => gx,
-            None => {
-                // the composite needs the count on the host (one read, only on this rare path)
-                let valid = target.ne_scalar(ignore_index)?.sum()?.item()?.to_f64() as usize;
-                composite_grad(&x, &target, &g[0], ignore_index, r, valid)?
+                if f32_of_16 {
+                    composite_grad(&x.to_dtype(DType::F32)?, &target, &g[0], ignore_index, r, valid)?.to_dtype(x.dtype())?
+                } else {
+                    composite_grad(&x, &target, &g[0], ignore_index, r, valid)?
+                }
             }
         };
         Ok(vec![Some(gx)])
