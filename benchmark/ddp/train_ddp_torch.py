@@ -12,21 +12,13 @@ import argparse, json, os, statistics, sys, time  # noqa: E401
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "cpu", "train_step"))
-from train_step import GPT  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "train"))
+from train_torch import GPTCuda as TrainGPT  # noqa: E402  (the model of benchmark/train)
 
 
-class GPTCuda(GPT):
-    def loss(s, idx, tgt):  # the parent builds positions on the CPU
-        t = idx.shape[1]
-        x = s.wte(idx) + s.wpe(torch.arange(t, device=idx.device))
-        for blk in s.h:
-            x = blk(x)
-        logits = F.linear(s.ln_f(x), s.wte.weight)
-        return F.cross_entropy(logits.view(-1, logits.shape[-1]).float(), tgt.view(-1))
-
+class GPTCuda(TrainGPT):
+    # DDP wraps forward: the loss is the forward
     def forward(s, idx, tgt):
         return s.loss(idx, tgt)
 
