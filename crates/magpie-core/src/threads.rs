@@ -7,7 +7,7 @@
 //! CPU tensor made on the main thread makes the main thread worker 0 of rayon's global pool
 //! (`ThreadPoolBuilder::use_current_thread`), so ops called from it split work in place and the
 //! pool starts only `threads - 1` more threads. Measured on the GPT training step of
-//! `benchmark/cpu/train_step`: 12% faster at 1 thread, 4% at 2 (benchmark/NOTES.md, session 6).
+//! `benchmark/cpu/train_step`: 12% faster at 1 thread, 4% at 2 (benchmark/NOTES.md, "The training step at 2 threads", 2026-11-21).
 //!
 //! Only the main thread is adopted (it lives as long as the process; a worker thread that exits
 //! would leave the pool a worker short). Nothing changes when the global pool already exists

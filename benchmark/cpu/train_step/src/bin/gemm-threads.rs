@@ -2,7 +2,7 @@
 //! interleaved repetitions: forward on 1 thread, split over 2 (`Parallelism::Rayon(2)`), and split
 //! by rows into two 1-thread products; backward (`dX = g W`, `dW = g^T X`) on 1 thread, each product
 //! split over 2, and the two products side by side (`rayon::join`, what `linear`'s backward does).
-//! Run with `RAYON_NUM_THREADS=2 target/release/gemm-threads` (benchmark/NOTES.md, session 6).
+//! Run with `RAYON_NUM_THREADS=2 target/release/gemm-threads` (benchmark/NOTES.md, "The training step at 2 threads", 2026-11-21).
 
 use std::time::Instant;
 fn mm(m: usize, n: usize, k: usize, a: &[f32], ars: isize, acs: isize, b: &[f32], brs: isize, bcs: isize, c: &mut [f32], par: gemm::Parallelism) {
