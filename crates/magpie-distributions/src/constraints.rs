@@ -152,14 +152,14 @@ impl Constraint {
             Constraint::Independent(c, n) => {
                 let mut r = c.check(v)?;
                 if *n > 0 {
-                    let dims: Vec<i64> = (1..=*n as i64).map(|i| -i).collect();
+                    let dims: Vec<i64> = (1..=*n as i64).rev().map(|i| -i).collect();
                     if r.ndim() < *n {
                         return Err(magpie_core::Error::shape(
                             "constraints.independent",
                             format!("Expected value.dim() >= {} but got {}", n, r.ndim()),
                         ));
                     }
-                    r = r.all_dims(Some(&dims), false)?;
+                    r = r.all_dims(Some(&dims[..]), false)?;
                 }
                 Ok(r)
             }

@@ -229,7 +229,7 @@ pub struct StandardGamma;
 
 impl Function for StandardGamma {
     fn name(&self) -> String {
-        "StandardGammaBackward0".into()
+        "StandardGamma".into()
     }
     fn once_differentiable(&self) -> bool {
         true
@@ -255,7 +255,7 @@ pub struct DirichletSample;
 
 impl Function for DirichletSample {
     fn name(&self) -> String {
-        "_DirichletBackward".into()
+        "_Dirichlet".into()
     }
     fn once_differentiable(&self) -> bool {
         true

@@ -73,8 +73,9 @@ pub fn sum_rightmost(v: &Tensor, dim: usize) -> Result<Tensor> {
     if dim == 0 {
         return Ok(v.clone());
     }
-    let dims: Vec<i64> = (1..=dim as i64).map(|i| -i).collect();
-    v.sum_dims(Some(&dims), false, None)
+    // ascending: the backward of sum over unsorted dims fails in magpie-core (see docs)
+    let dims: Vec<i64> = (1..=dim as i64).rev().map(|i| -i).collect();
+    v.sum_dims(Some(&dims[..]), false, None)
 }
 
 /// `shape` as PyTorch prints a tuple: `(2,)`, `(2, 3)`, `()`.

@@ -16,7 +16,7 @@ fn check_grads(what: &str, out: &Tensor, leaves: &[(String, Tensor)], expected: 
         return;
     }
     let inputs: Vec<Tensor> = leaves.iter().map(|(_, t)| t.clone()).collect();
-    let gs = autograd::grad(&[out.sum().unwrap()], &inputs, &[], true, false, true).unwrap();
+    let gs = autograd::grad(&[out.sum().unwrap()], &inputs, &[], true, false, true).unwrap_or_else(|e| panic!("{what}: backward: {e}"));
     for ((name, t), g) in leaves.iter().zip(gs) {
         let g = g.unwrap_or_else(|| t.zeros_like().unwrap());
         assert_close(&format!("{what} d/d {name}"), &g, &exp[name], rtol, atol);

@@ -40,7 +40,9 @@ impl Beta {
 impl Distribution for Beta {
     dist_common!("Beta");
     fn params(&self) -> Vec<(&'static str, Tensor)> {
-        vec![("concentration1", self.concentration1.clone()), ("concentration0", self.concentration0.clone())]
+        // PyTorch's repr lists only parameters stored on the object itself, and this one's
+        // live on an inner distribution: `{}()`
+        Vec::new()
     }
     fn support(&self) -> Result<Constraint> {
         Ok(unit_interval())

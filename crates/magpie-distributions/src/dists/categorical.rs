@@ -6,7 +6,7 @@ use magpie_core::{DType, Error, Result, Tensor};
 use crate::constraints::{Bound, Constraint};
 use crate::distribution::{check_expand, check_params, default_validate_args, maybe_validate, Distribution};
 use crate::dists::probs::ProbsLogits;
-use crate::util::{expand_to, extended, i64s};
+use crate::util::{extended, i64s};
 
 /// `torch.distributions.Categorical(probs=None, logits=None)`: indices `0..k` over the last
 /// dimension (normalized); values are integer class indices.
@@ -123,7 +123,8 @@ pub struct OneHotCategorical {
 impl OneHotCategorical {
     /// From exactly one of `probs` and `logits`.
     pub fn new(probs: Option<&Tensor>, logits: Option<&Tensor>) -> Result<OneHotCategorical> {
-        let c = Categorical::new(probs, logits).map_err(|e| rename(e, "OneHotCategorical"))?;
+        // as in PyTorch, the inner Categorical checks the parameters (and names itself)
+        let c = Categorical::new(probs, logits)?;
         Ok(OneHotCategorical { batch: c.batch.clone(), event: vec![c.num_events()], validate: c.validate, categorical: c })
     }
     /// `OneHotCategorical(probs=p)`.
@@ -136,21 +137,15 @@ impl OneHotCategorical {
     }
 }
 
-// The inner Categorical's errors speak of the outer distribution.
-fn rename(e: Error, name: &str) -> Error {
-    match e {
-        Error::Value { msg, .. } => Error::value(name, msg.replace("distribution Categorical(", &format!("distribution {name}("))),
-        other => other,
-    }
-}
-
 impl Distribution for OneHotCategorical {
     dist_common!("OneHotCategorical");
     fn event_shape(&self) -> &[usize] {
         &self.event
     }
     fn params(&self) -> Vec<(&'static str, Tensor)> {
-        self.categorical.params()
+        // PyTorch's repr lists only parameters stored on the object itself, and this one's
+        // live on an inner distribution: `{}()`
+        Vec::new()
     }
     fn support(&self) -> Result<Constraint> {
         Ok(Constraint::OneHot)

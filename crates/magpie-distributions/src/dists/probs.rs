@@ -62,8 +62,8 @@ fn check_float(op: &str, t: &Tensor) -> Result<()> {
     Ok(())
 }
 
-/// `binary_cross_entropy_with_logits(logits, target, reduction='none')`, stable form.
+/// `binary_cross_entropy_with_logits(logits, target, reduction='none')` as
+/// `softplus(l) - l * target`: stable, and differentiable at `l = 0` (gradient `sigmoid(l) - target`).
 pub fn bce_with_logits(logits: &Tensor, target: &Tensor) -> Result<Tensor> {
-    let a = logits.clamp_min(0.0)?.sub(&logits.mul(target)?)?;
-    a.add(&logits.abs()?.neg()?.exp()?.log1p()?)
+    logits.softplus(1.0, 20.0)?.sub(&logits.mul(target)?)
 }

@@ -161,7 +161,9 @@ impl LogNormal {
 impl Distribution for LogNormal {
     dist_common!("LogNormal");
     fn params(&self) -> Vec<(&'static str, Tensor)> {
-        vec![("loc", self.loc.clone()), ("scale", self.scale.clone())]
+        // PyTorch's repr lists only parameters stored on the object itself, and this one's
+        // live on an inner distribution: `{}()`
+        Vec::new()
     }
     fn support(&self) -> Result<Constraint> {
         Ok(positive())
