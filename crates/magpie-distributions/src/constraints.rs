@@ -177,7 +177,7 @@ impl fmt::Display for Constraint {
             Constraint::Interval(a, b) => write!(f, "Interval(lower_bound={a}, upper_bound={b})"),
             Constraint::HalfOpenInterval(a, b) => write!(f, "HalfOpenInterval(lower_bound={a}, upper_bound={b})"),
             Constraint::Boolean => write!(f, "Boolean()"),
-            Constraint::IntegerInterval(a, b) => write!(f, "IntegerInterval(lower_bound={}, upper_bound={b})", int_bound(a)),
+            Constraint::IntegerInterval(a, b) => write!(f, "IntegerInterval(lower_bound={}, upper_bound={})", int_bound(a), int_bound(b)),
             Constraint::IntegerGreaterThan(b) => write!(f, "IntegerGreaterThan(lower_bound={})", int_bound(b)),
             Constraint::Simplex => write!(f, "Simplex()"),
             Constraint::OneHot => write!(f, "OneHot()"),

@@ -76,7 +76,8 @@ fn validation_messages_and_switch() {
     let not_pd = Tensor::from_vec(vec![1.0, 2.0, 2.0, 1.0], &[2, 2]).unwrap();
     let e = msg(MultivariateNormal::from_covariance(&t(&[0.0, 0.0]), &not_pd).err().unwrap());
     assert!(e.contains("to satisfy the constraint PositiveDefinite()"), "{e}");
-    let e = msg(Exponential::new(&t(&[1.0])).unwrap().log_prob(&t(&[-1.0])).err().unwrap());
+    let f32s = |v: f32| Tensor::from_vec(vec![v], &[1]).unwrap();
+    let e = msg(Exponential::new(&f32s(1.0)).unwrap().log_prob(&f32s(-1.0)).err().unwrap());
     assert_eq!(e, "Expected value argument (Tensor of shape (1,)) to be within the support (GreaterThanEq(lower_bound=0.0)) of the distribution Exponential(rate: tensor([1.])), but found invalid values:\ntensor([-1.])");
     let e = msg(Categorical::from_probs(&t(&[0.5, 0.5])).unwrap().log_prob(&s(2.0)).err().unwrap());
     assert!(e.contains("IntegerInterval(lower_bound=0, upper_bound=1)"), "{e}");
@@ -130,7 +131,7 @@ fn transforms_invert_and_jacobians() {
         Arc::new(ComposeTransform::new(vec![Arc::new(AffineTransform::new(&s(0.5), &s(2.0), 0)), Arc::new(ExpTransform)])),
     ];
     for tr in &ts {
-        let xr = x.clone().with_requires_grad().unwrap();
+        let xr = x.detach().with_requires_grad().unwrap();
         let y = tr.forward(&xr).unwrap();
         let back = tr.inverse(&y.detach()).unwrap().to_f64_vec().unwrap();
         for (a, b) in back.iter().zip(x.to_f64_vec().unwrap()) {
