@@ -50,7 +50,7 @@ impl Default for HostRng {
 
 /// One draw of Gamma(alpha, 1) (Marsaglia and Tsang; alpha < 1 through alpha + 1 and a power).
 pub fn standard_gamma_one(rng: &mut HostRng, alpha: f64) -> f64 {
-    if !(alpha > 0.0) {
+    if alpha.is_nan() || alpha <= 0.0 {
         return f64::NAN;
     }
     if alpha < 1.0 {
