@@ -1,6 +1,7 @@
 //! The `Distribution` trait (`torch.distributions.Distribution`) and argument validation.
 
 use std::any::Any;
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use magpie_core::{autograd, Error, Result, Tensor};
@@ -16,9 +17,40 @@ pub fn set_default_validate_args(value: bool) {
     DEFAULT_VALIDATE.store(value, Ordering::Relaxed);
 }
 
-/// The current default of `validate_args`.
+thread_local! {
+    static SCOPED: Cell<Option<bool>> = const { Cell::new(None) };
+}
+
+/// The `validate_args` a distribution constructed now gets: the innermost
+/// [`validate_args`] scope of this thread, else the process-wide default.
 pub fn default_validate_args() -> bool {
-    DEFAULT_VALIDATE.load(Ordering::Relaxed)
+    SCOPED.with(|c| c.get()).unwrap_or_else(|| DEFAULT_VALIDATE.load(Ordering::Relaxed))
+}
+
+/// Restores the previous [`validate_args`] scope when dropped.
+pub struct ValidateArgsGuard(Option<bool>);
+
+impl Drop for ValidateArgsGuard {
+    fn drop(&mut self) {
+        SCOPED.with(|c| c.set(self.0));
+    }
+}
+
+/// PyTorch's per-instance `validate_args=value`: distributions constructed on this thread while
+/// the guard lives validate (or not) by `value`, and keep that choice afterwards.
+///
+/// ```
+/// use magpie_core::Tensor;
+/// use magpie_distributions::{distribution::validate_args, Normal};
+/// let d = {
+///     let _v = validate_args(false);
+///     Normal::new(&Tensor::scalar(0f64), &Tensor::scalar(-1f64))   // not checked
+/// };
+/// assert!(d.is_ok());
+/// assert!(Normal::new(&Tensor::scalar(0f64), &Tensor::scalar(-1f64)).is_err());
+/// ```
+pub fn validate_args(value: bool) -> ValidateArgsGuard {
+    ValidateArgsGuard(SCOPED.with(|c| c.replace(Some(value))))
 }
 
 /// `torch.Size([2, 3])` as PyTorch prints it.

@@ -46,7 +46,7 @@ pub mod transforms;
 pub mod util;
 
 pub use constraints::Constraint;
-pub use distribution::{default_validate_args, set_default_validate_args, Distribution};
+pub use distribution::{default_validate_args, set_default_validate_args, validate_args, Distribution};
 pub use dists::*;
 pub use gamma_grad::{dirichlet_grad, standard_gamma_grad};
 pub use kl::{kl_divergence, register_kl};

@@ -73,7 +73,7 @@ pub fn sum_rightmost(v: &Tensor, dim: usize) -> Result<Tensor> {
     if dim == 0 {
         return Ok(v.clone());
     }
-    // ascending: the backward of sum over unsorted dims fails in magpie-core (see docs)
+    // ascending order: magpie-core's sum backward re-inserts the dims in the order given
     let dims: Vec<i64> = (1..=dim as i64).rev().map(|i| -i).collect();
     v.sum_dims(Some(&dims[..]), false, None)
 }

@@ -84,13 +84,6 @@ fn validation_messages_and_switch() {
     let e = msg(Binomial::from_probs(&s(5.0), &s(0.3)).unwrap().log_prob(&s(6.0)).err().unwrap());
     assert!(e.contains("IntegerInterval(lower_bound=0, upper_bound=5.0)"), "{e}");
 
-    // validate_args off: no checks, log_prob of a value outside the support is computed
-    set_default_validate_args(false);
-    let d = Normal::new(&s(0.0), &s(-1.0));
-    let lp = Exponential::new(&s(1.0)).unwrap().log_prob(&s(-1.0));
-    set_default_validate_args(true);
-    assert!(d.is_ok());
-    assert_eq!(lp.unwrap().to_f64_vec().unwrap(), vec![1.0]);
 }
 
 #[test]

@@ -132,6 +132,28 @@ fn sample_distributions_by_cdf() {
     check_cdf_uniform("Gamma", &Gamma::new(&t(&[0.2, 1.5, 40.0]), &t(&[1.0, 2.0, 0.5])).unwrap());
     check_cdf_uniform("LogNormal", &LogNormal::new(&t(&[0.0]), &t(&[1.0])).unwrap());
     check_cdf_uniform("Uniform", &Uniform::new(&t(&[-1.0]), &t(&[1.0])).unwrap());
+    // a decreasing transform: cdf is 1 - base cdf at the inverse
+    let base = Normal::new(&t(&[0.3, -0.5]), &t(&[1.0, 0.5])).unwrap();
+    let ts: Vec<std::sync::Arc<dyn Transform>> = vec![std::sync::Arc::new(AffineTransform::new(&s(1.0), &t(&[-2.0, 0.5]), 0)), std::sync::Arc::new(ExpTransform)];
+    let td = TransformedDistribution::new(Box::new(base), ts).unwrap();
+    check_cdf_uniform("TransformedDistribution", &td);
+    let x = td.sample(&[1000]).unwrap();
+    assert!(x.to_f64_vec().unwrap().iter().all(|&v| v > 0.0));
+    let mix = Categorical::from_probs(&t(&[0.6, 0.4])).unwrap();
+    let comp = Laplace::new(&t(&[-1.0, 2.0]), &t(&[0.5, 1.0])).unwrap();
+    check_cdf_uniform("MixtureSameFamily", &MixtureSameFamily::new(mix, Box::new(comp)).unwrap());
+}
+
+#[test]
+fn float32_samplers() {
+    manual_seed(17);
+    let t32 = |v: &[f32]| Tensor::from_vec(v.to_vec(), &[v.len()]).unwrap();
+    let g = Gamma::new(&t32(&[0.5, 4.0]), &t32(&[1.0, 2.0])).unwrap();
+    assert_eq!(g.sample(&[2]).unwrap().dtype(), DType::F32);
+    check_moments("Gamma f32", &g);
+    check_moments("Normal f32", &Normal::new(&t32(&[1.0]), &t32(&[0.5])).unwrap());
+    check_moments("Dirichlet f32", &Dirichlet::new(&t32(&[1.0, 2.0, 0.5])).unwrap());
+    check_moments("Poisson f32", &Poisson::new(&t32(&[3.0, 30.0])).unwrap());
 }
 
 /// Per-sample derivatives of a reparameterized sample: a batch of `N` copies of the parameter,
