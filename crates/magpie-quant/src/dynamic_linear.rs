@@ -1,0 +1,204 @@
+//! `DynamicQuantizedLinear` (`torch.ao.nn.quantized.dynamic.Linear`): an int8 weight, a float
+//! bias, and a forward that quantizes its input on every call, as PyTorch's x86 (fbgemm) kernel:
+//! the input's min and max give a per-tensor quint8 scale and zero point (7-bit with
+//! `reduce_range`, PyTorch's default on x86), an int8 GEMM accumulates in i32, and the result is
+//! corrected for the zero points, scaled back to float and the bias added.
+
+use crate::data::with_slice;
+use crate::gemm::{gemm_u8i8, Int8Kernel, PackedB};
+use crate::observer::{MinMaxObserver, ObserverOptions, PerChannelMinMaxObserver};
+use crate::qparams::choose_quantization_params;
+use crate::qtype::{QDType, QScheme};
+use crate::rounding::quantize_vec8;
+use crate::tensor::{quantize_per_channel, quantize_per_tensor, QuantizedTensor, Quantizer};
+use magpie_core::{DType, Error, Result, Tensor};
+use magpie_nn::Module;
+
+/// A linear layer with a qint8 weight (per tensor or per output channel) and dynamically
+/// quantized input. Inference only: it has no parameters and records no gradient.
+///
+/// ```
+/// use magpie_core::Tensor;
+/// use magpie_nn::{Linear, Module};
+/// use magpie_quant::DynamicQuantizedLinear;
+/// let lin = Linear::new(8, 3, true)?;
+/// let q = DynamicQuantizedLinear::from_float(&lin, false)?;
+/// let x = Tensor::randn(&[2, 8])?;
+/// let (y, y_float) = (q.forward(&x)?, lin.forward(&x)?);
+/// assert_eq!(y.shape(), &[2, 3]);
+/// let err = y.sub(&y_float)?.abs()?.max()?.item()?.to_f64();
+/// assert!(err < 0.1, "int8 error {err}");
+/// # Ok::<(), magpie_core::Error>(())
+/// ```
+pub struct DynamicQuantizedLinear {
+    weight: QuantizedTensor,
+    bias: Option<Vec<f32>>,
+    packed: PackedB,
+    w_scales: Vec<f32>,
+    w_zero_points: Vec<i32>,
+    /// `Σ_k w[j, k] - w_zp[j] · K` per output (fbgemm's column offsets).
+    col_offsets: Vec<i32>,
+    pub in_features: usize,
+    pub out_features: usize,
+    /// Quantize the input to 7 bits (0..=127), as PyTorch does on x86 (its default: true).
+    pub reduce_range: bool,
+    kernel: Int8Kernel,
+}
+
+impl DynamicQuantizedLinear {
+    /// The layer PyTorch's `quantize_dynamic` makes from a float `Linear`: its weight observed by
+    /// `MinMaxObserver(qint8, per_tensor_symmetric)` or, with `per_channel`,
+    /// `PerChannelMinMaxObserver(ch_axis=0, qint8, per_channel_symmetric)`, then quantized.
+    pub fn from_float(linear: &magpie_nn::Linear, per_channel: bool) -> Result<DynamicQuantizedLinear> {
+        Self::from_weights(&linear.weight, linear.bias.as_ref(), per_channel)
+    }
+
+    /// [`from_float`](Self::from_float) from a `[out, in]` weight and optional `[out]` bias.
+    pub fn from_weights(weight: &Tensor, bias: Option<&Tensor>, per_channel: bool) -> Result<DynamicQuantizedLinear> {
+        const OP: &str = "DynamicQuantizedLinear";
+        let w = weight.detach().to_dtype(DType::F32)?;
+        let qweight = if per_channel {
+            let opts = ObserverOptions { dtype: QDType::QInt8, qscheme: Some(QScheme::PerChannelSymmetric), ..Default::default() };
+            let mut obs = PerChannelMinMaxObserver::new(0, opts)?;
+            obs.forward(&w)?;
+            let (s, z) = obs.qparams()?;
+            let n = s.len();
+            let s = Tensor::from_vec(s.into_iter().map(f64::from).collect::<Vec<f64>>(), &[n])?;
+            quantize_per_channel(&w, &s, &Tensor::from_vec(z, &[n])?, 0, QDType::QInt8)?
+        } else {
+            let opts = ObserverOptions { dtype: QDType::QInt8, qscheme: Some(QScheme::PerTensorSymmetric), ..Default::default() };
+            let mut obs = MinMaxObserver::new(opts)?;
+            obs.forward(&w)?;
+            let (s, z) = obs.qparams()?;
+            quantize_per_tensor(&w, s as f64, z, QDType::QInt8)?
+        };
+        let bias = match bias {
+            Some(b) => Some(b.detach().to_dtype(DType::F32)?.contiguous()?.to_vec::<f32>()?),
+            None => None,
+        };
+        if w.ndim() != 2 {
+            return Err(Error::shape(OP, format!("weight must be 2-D [out, in], got {:?}", w.shape())));
+        }
+        Self::new(qweight, bias)
+    }
+
+    /// A layer from a quantized qint8 weight `[out, in]` (per tensor, or per channel along axis 0)
+    /// and an optional float bias (PyTorch's `set_weight_bias`).
+    pub fn new(weight: QuantizedTensor, bias: Option<Vec<f32>>) -> Result<DynamicQuantizedLinear> {
+        const OP: &str = "DynamicQuantizedLinear";
+        if weight.dtype() != QDType::QInt8 {
+            return Err(Error::unsupported(OP, format!("Unsupported dtype on dynamic quantized linear: {} (the weight must be torch.qint8)", weight.dtype())));
+        }
+        let [out_features, in_features] = *weight.shape() else {
+            return Err(Error::shape(OP, format!("weight must be 2-D [out, in], got {:?}", weight.shape())));
+        };
+        if let Some(b) = &bias {
+            if b.len() != out_features {
+                return Err(Error::shape(OP, format!("bias must have shape [{out_features}], got [{}]", b.len())));
+            }
+        }
+        let (w_scales, w_zero_points): (Vec<f32>, Vec<i32>) = match weight.quantizer() {
+            Quantizer::PerTensor { scale, zero_point } => (vec![*scale as f32; out_features], vec![*zero_point as i32; out_features]),
+            Quantizer::PerChannel { scales, zero_points, axis } => {
+                if *axis != 0 {
+                    return Err(Error::unsupported(OP, format!("per-channel weights must be quantized along axis 0, got axis {axis}")));
+                }
+                (scales.iter().map(|&s| s as f32).collect(), zero_points.iter().map(|&z| z as i32).collect())
+            }
+        };
+        let w8: Vec<i8> = weight.int_repr()?.to_vec::<i8>()?;
+        let packed = PackedB::pack(&w8, out_features, in_features)?;
+        let col_offsets = (0..out_features).map(|j| packed.row_sums()[j].wrapping_sub(w_zero_points[j].wrapping_mul(in_features as i32))).collect();
+        Ok(DynamicQuantizedLinear { weight, bias, packed, w_scales, w_zero_points, col_offsets, in_features, out_features, reduce_range: true, kernel: Int8Kernel::best() })
+    }
+
+    /// The quantized weight (`weight()` in PyTorch).
+    pub fn weight(&self) -> &QuantizedTensor {
+        &self.weight
+    }
+    /// The float bias.
+    pub fn bias(&self) -> Option<&[f32]> {
+        self.bias.as_deref()
+    }
+    /// The GEMM kernel this layer runs.
+    pub fn kernel(&self) -> Int8Kernel {
+        self.kernel
+    }
+    /// Chooses the GEMM kernel (an error if this CPU lacks it); all give identical results.
+    pub fn set_kernel(&mut self, kernel: Int8Kernel) -> Result<()> {
+        if !Int8Kernel::available().contains(&kernel) {
+            return Err(Error::unsupported("DynamicQuantizedLinear", format!("this CPU cannot run the {kernel:?} kernel")));
+        }
+        self.kernel = kernel;
+        Ok(())
+    }
+
+    /// The forward on `rows x in_features` floats, into `rows x out_features` floats.
+    fn forward_rows(&self, x: &[f32], rows: usize) -> Result<Vec<f32>> {
+        let (k, n) = (self.in_features, self.out_features);
+        if rows == 0 {
+            return Ok(Vec::new());
+        }
+        // fbgemm::FindMinMax
+        let (lo, hi) = match x.first() {
+            Some(&x0) => x.iter().fold((x0, x0), |(lo, hi), &v| (lo.min(v), hi.max(v))),
+            None => (0.0, 0.0),
+        };
+        let qp = choose_quantization_params(lo, hi, 0, 255, false, false, self.reduce_range)?;
+        let (inv, azp) = (1.0f32 / qp.scale, qp.zero_point);
+        let kp = self.packed.k_padded();
+        let mut a = vec![0u8; rows * kp];
+        let mut row_sums = vec![0i32; rows];
+        for i in 0..rows {
+            let dst = &mut a[i * kp..i * kp + k];
+            let mut s = 0i32;
+            for (d, &v) in dst.iter_mut().zip(&x[i * k..(i + 1) * k]) {
+                let q = quantize_vec8(v, inv, azp, 0, 255);
+                *d = q as u8;
+                s += q;
+            }
+            row_sums[i] = s;
+        }
+        let mut acc = vec![0i32; rows * n];
+        gemm_u8i8(&a, rows, kp, &self.packed, &mut acc, self.reduce_range, self.kernel)?;
+        // fbgemm's ReQuantizeForFloat
+        let mut y = vec![0f32; rows * n];
+        for i in 0..rows {
+            for j in 0..n {
+                let raw = acc[i * n + j].wrapping_sub(azp.wrapping_mul(self.col_offsets[j])).wrapping_sub(row_sums[i].wrapping_mul(self.w_zero_points[j]));
+                let mut r = raw as f32 * qp.scale * self.w_scales[j];
+                if let Some(b) = &self.bias {
+                    r += b[j];
+                }
+                y[i * n + j] = r;
+            }
+        }
+        Ok(y)
+    }
+}
+
+impl Module for DynamicQuantizedLinear {
+    fn type_name(&self) -> &'static str {
+        "DynamicQuantizedLinear"
+    }
+    /// `y = x Wᵀ + b` on float32 `x` of shape `[..., in_features]` (at least 2-D, as PyTorch's kernel requires).
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        const OP: &str = "quantized::linear_dynamic";
+        if x.dtype() != DType::F32 {
+            return Err(Error::dtype(OP, format!("expected scalar type Float but found {:?}", x.dtype())));
+        }
+        if x.ndim() < 2 {
+            return Err(Error::shape(OP, "The dimension of input tensor should be larger than or equal to 2"));
+        }
+        let k = x.shape()[x.ndim() - 1];
+        if k != self.in_features {
+            return Err(Error::shape(OP, format!("The number of rows in the packB should be equal to K: {k}")));
+        }
+        let rows: usize = x.shape()[..x.ndim() - 1].iter().product();
+        let y = with_slice::<f32, _>(OP, x, DType::F32, |xs| self.forward_rows(xs, rows))??;
+        let mut shape = x.shape().to_vec();
+        let last = shape.len() - 1;
+        shape[last] = self.out_features;
+        Tensor::from_vec(y, &shape)
+    }
+}
