@@ -10,6 +10,7 @@ use crate::observer::{MinMaxObserver, ObserverOptions, PerChannelMinMaxObserver}
 use crate::qparams::choose_quantization_params;
 use crate::qtype::{QDType, QScheme};
 use crate::rounding::quantize_vec8;
+use crate::simd::fma_kernel;
 use crate::tensor::{quantize_per_channel, quantize_per_tensor, QuantizedTensor, Quantizer};
 use magpie_core::{DType, Error, Result, Tensor};
 use magpie_nn::Module;
@@ -139,41 +140,78 @@ impl DynamicQuantizedLinear {
         if rows == 0 {
             return Ok(Vec::new());
         }
-        // fbgemm::FindMinMax
-        let (lo, hi) = match x.first() {
-            Some(&x0) => x.iter().fold((x0, x0), |(lo, hi), &v| (lo.min(v), hi.max(v))),
-            None => (0.0, 0.0),
-        };
+        let (lo, hi) = find_min_max(x);
         let qp = choose_quantization_params(lo, hi, 0, 255, false, false, self.reduce_range)?;
-        let (inv, azp) = (1.0f32 / qp.scale, qp.zero_point);
         let kp = self.packed.k_padded();
         let mut a = vec![0u8; rows * kp];
         let mut row_sums = vec![0i32; rows];
-        for i in 0..rows {
-            let dst = &mut a[i * kp..i * kp + k];
+        quantize_rows(x, k, kp, 1.0f32 / qp.scale, qp.zero_point, &mut a, &mut row_sums);
+        let mut acc = vec![0i32; rows * n];
+        gemm_u8i8(&a, rows, kp, &self.packed, &mut acc, self.reduce_range, self.kernel)?;
+        let mut y = vec![0f32; rows * n];
+        let zeros;
+        let bias = match &self.bias {
+            Some(b) => b.as_slice(),
+            None => {
+                zeros = vec![0f32; n];
+                zeros.as_slice()
+            }
+        };
+        let cols = Columns { col_offsets: &self.col_offsets, w_zero_points: &self.w_zero_points, w_scales: &self.w_scales, bias };
+        requantize_for_float(&acc, &row_sums, qp.zero_point, qp.scale, &cols, &mut y);
+        Ok(y)
+    }
+}
+
+/// Per-output-column constants of the requantization.
+struct Columns<'a> {
+    col_offsets: &'a [i32],
+    w_zero_points: &'a [i32],
+    w_scales: &'a [f32],
+    bias: &'a [f32],
+}
+
+fma_kernel! {
+    /// fbgemm's `FindMinMax` (min and max of a non-empty slice; `(0, 0)` for an empty one).
+    fn find_min_max(x: &[f32]) -> (f32, f32) {
+        let Some(&x0) = x.first() else { return (0.0, 0.0) };
+        let (mut lo, mut hi) = (x0, x0);
+        for &v in x {
+            lo = if v < lo { v } else { lo };
+            hi = if v > hi { v } else { hi };
+        }
+        (lo, hi)
+    }
+}
+
+fma_kernel! {
+    /// Quantizes each row of `x` (`k` floats) to quint8 into `a` (rows of `kp` bytes, zero padded)
+    /// as fbgemm's vector path does, and sums each row's quantized values.
+    fn quantize_rows(x: &[f32], k: usize, kp: usize, inv: f32, zp: i32, a: &mut [u8], row_sums: &mut [i32]) {
+        for ((src, dst), sum) in x.chunks_exact(k.max(1)).zip(a.chunks_exact_mut(kp.max(1))).zip(row_sums.iter_mut()) {
             let mut s = 0i32;
-            for (d, &v) in dst.iter_mut().zip(&x[i * k..(i + 1) * k]) {
-                let q = quantize_vec8(v, inv, azp, 0, 255);
+            for (d, &v) in dst.iter_mut().zip(src) {
+                let q = quantize_vec8(v, inv, zp, 0, 255);
                 *d = q as u8;
                 s += q;
             }
-            row_sums[i] = s;
+            *sum = s;
         }
-        let mut acc = vec![0i32; rows * n];
-        gemm_u8i8(&a, rows, kp, &self.packed, &mut acc, self.reduce_range, self.kernel)?;
-        // fbgemm's ReQuantizeForFloat
-        let mut y = vec![0f32; rows * n];
-        for i in 0..rows {
+    }
+}
+
+fma_kernel! {
+    /// fbgemm's `ReQuantizeForFloat`: `y = fma(float(acc - a_zp * col_offset - row_sum * w_zp),
+    /// a_scale * w_scale, bias)` (one rounding, as its AVX2 path; bit-identical to PyTorch's outputs).
+    fn requantize_for_float(acc: &[i32], row_sums: &[i32], a_zp: i32, a_scale: f32, c: &Columns, y: &mut [f32]) {
+        let n = c.bias.len();
+        let mult: Vec<f32> = c.w_scales.iter().map(|&s| a_scale * s).collect();
+        for ((acc, y), &rs) in acc.chunks_exact(n.max(1)).zip(y.chunks_exact_mut(n.max(1))).zip(row_sums) {
             for j in 0..n {
-                let raw = acc[i * n + j].wrapping_sub(azp.wrapping_mul(self.col_offsets[j])).wrapping_sub(row_sums[i].wrapping_mul(self.w_zero_points[j]));
-                let mut r = raw as f32 * qp.scale * self.w_scales[j];
-                if let Some(b) = &self.bias {
-                    r += b[j];
-                }
-                y[i * n + j] = r;
+                let raw = acc[j].wrapping_sub(a_zp.wrapping_mul(c.col_offsets[j])).wrapping_sub(rs.wrapping_mul(c.w_zero_points[j]));
+                y[j] = (raw as f32).mul_add(mult[j], c.bias[j]);
             }
         }
-        Ok(y)
     }
 }
 

@@ -23,6 +23,7 @@ pub mod qparams;
 pub mod qtype;
 pub mod quantize_dynamic;
 pub mod rounding;
+mod simd;
 pub mod tensor;
 
 pub use dynamic_linear::DynamicQuantizedLinear;
