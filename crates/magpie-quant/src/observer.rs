@@ -97,7 +97,8 @@ impl QParamRule {
 
 /// A float -> int32 conversion as x86 does it (NaN and overflow give `i32::MIN`).
 fn f32_to_i32(v: f32) -> i32 {
-    if v.is_nan() || v >= 2_147_483_648.0 || v < -2_147_483_648.0 {
+    // NaN is in no range
+    if !(-2_147_483_648.0..2_147_483_648.0).contains(&v) {
         i32::MIN
     } else {
         v as i32

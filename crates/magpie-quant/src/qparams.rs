@@ -37,8 +37,8 @@ pub fn choose_quantization_params(
     reduce_range: bool,
 ) -> Result<TensorQuantizationParams> {
     const OP: &str = "ChooseQuantizationParams";
-    // `!(min <= max)` rather than `min > max`: a NaN fails PyTorch's check too
-    if !(min <= max) {
+    // a NaN fails PyTorch's `min <= max` check too
+    if min.is_nan() || max.is_nan() || min > max {
         return Err(Error::value(OP, "In ChooseQuantizationParams, min should be less than or equal to max"));
     }
     let (mut qmin, mut qmax) = (qmin, qmax);

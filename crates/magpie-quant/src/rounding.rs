@@ -14,7 +14,8 @@ const I32_FLOAT_MAX: f32 = 2_147_483_520.0;
 #[inline(always)]
 fn cvt_f32_i32(t: f32) -> i32 {
     let r = t.round_ties_even();
-    if r.is_nan() || r >= 2_147_483_648.0 || r < -2_147_483_648.0 {
+    // NaN is in no range
+    if !(-2_147_483_648.0..2_147_483_648.0).contains(&r) {
         i32::MIN
     } else {
         r as i32

@@ -65,6 +65,12 @@ struct OutPtr(*mut i32);
 // SAFETY: every task writes a disjoint set of columns (its own panels), see `gemm_u8i8`.
 unsafe impl Send for OutPtr {}
 unsafe impl Sync for OutPtr {}
+impl OutPtr {
+    /// The pointer (a method, so closures capture the `Send` wrapper, not its raw field).
+    fn get(self) -> *mut i32 {
+        self.0
+    }
+}
 
 /// `out[i * n + j] = Σ_k a[i * lda + k] · b[j, k]` for `i < m`, `j < b.n()`. Rows of `a` hold
 /// `b.k_padded()` bytes (`lda ≥ k_padded`), zeros past `k`. `a_7bit` promises every byte of `a`
@@ -105,10 +111,9 @@ pub fn gemm_u8i8(a: &[u8], m: usize, lda: usize, b: &PackedB, out: &mut [i32], a
     let threads = if work < (1 << 18) { 1 } else { rayon::current_num_threads().min(panels).max(1) };
     let ptr = OutPtr(out.as_mut_ptr());
     let run = |p0: usize, p1: usize| {
-        let ptr = ptr;
         // SAFETY: `out` holds m * n values (checked above); tasks get disjoint panel ranges, so
         // no two write the same element, and `out` outlives the scope below.
-        let out = unsafe { std::slice::from_raw_parts_mut(ptr.0, m * n) };
+        let out = unsafe { std::slice::from_raw_parts_mut(ptr.get(), m * n) };
         match kernel {
             Int8Kernel::Scalar => reference::gemm_packed_scalar(a, m, lda, b, out, p0, p1),
             Int8Kernel::Avx2 => avx2::gemm(a, m, lda, b, out, p0, p1, a_7bit),
