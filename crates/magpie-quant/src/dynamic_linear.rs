@@ -57,6 +57,9 @@ impl DynamicQuantizedLinear {
     /// [`from_float`](Self::from_float) from a `[out, in]` weight and optional `[out]` bias.
     pub fn from_weights(weight: &Tensor, bias: Option<&Tensor>, per_channel: bool) -> Result<DynamicQuantizedLinear> {
         const OP: &str = "DynamicQuantizedLinear";
+        if weight.ndim() != 2 {
+            return Err(Error::shape(OP, format!("weight must be 2-D [out, in], got {:?}", weight.shape())));
+        }
         let w = weight.detach().to_dtype(DType::F32)?;
         let qweight = if per_channel {
             let opts = ObserverOptions { dtype: QDType::QInt8, qscheme: Some(QScheme::PerChannelSymmetric), ..Default::default() };
@@ -77,9 +80,6 @@ impl DynamicQuantizedLinear {
             Some(b) => Some(b.detach().to_dtype(DType::F32)?.contiguous()?.to_vec::<f32>()?),
             None => None,
         };
-        if w.ndim() != 2 {
-            return Err(Error::shape(OP, format!("weight must be 2-D [out, in], got {:?}", w.shape())));
-        }
         Self::new(qweight, bias)
     }
 
