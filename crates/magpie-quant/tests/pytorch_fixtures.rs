@@ -291,3 +291,47 @@ fn dynamic_linear_errors_and_shapes() -> Result<()> {
     assert_eq!((r.quantized.len(), r.left_float.len()), (0, 1));
     Ok(())
 }
+
+/// A model with a typed `Linear` field (cannot change type) next to a boxed container.
+struct Mixed {
+    head: Linear,
+    blocks: magpie_nn::ModuleDict,
+}
+
+impl Module for Mixed {
+    fn type_name(&self) -> &'static str {
+        "Mixed"
+    }
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        self.head.forward(x)
+    }
+    fn children(&self) -> Vec<(String, &dyn Module)> {
+        vec![("head".into(), &self.head), ("blocks".into(), &self.blocks)]
+    }
+    fn children_mut(&mut self) -> Vec<(String, &mut dyn Module)> {
+        vec![("head".into(), &mut self.head), ("blocks".into(), &mut self.blocks)]
+    }
+}
+
+#[test]
+fn quantize_dynamic_walks_every_container() -> Result<()> {
+    let mut list: magpie_nn::ModuleList = magpie_nn::ModuleList::new();
+    list.push(Box::new(Linear::new(4, 4, false)?));
+    list.push(Box::new(ReLU));
+    let mut blocks = magpie_nn::ModuleDict::new();
+    blocks.insert("mlp", Box::new(Sequential::new().add(Linear::new(4, 8, true)?).add(ReLU)))?;
+    blocks.insert("list", Box::new(list))?;
+    blocks.insert("proj", Box::new(Linear::new(8, 4, true)?))?;
+    let mut model = Mixed { head: Linear::new(4, 2, true)?, blocks };
+    let report = quantize_dynamic(&mut model, DynamicQConfig::per_channel())?;
+    assert_eq!(report.quantized, vec!["blocks.proj", "blocks.mlp.0", "blocks.list.0"]);
+    assert_eq!(report.left_float, vec!["head"]);
+    let names: Vec<(String, &str)> = magpie_nn::ModuleExt::named_modules(&model).into_iter().map(|(n, m)| (n, m.type_name())).collect();
+    assert!(names.contains(&("blocks.mlp.0".to_string(), "DynamicQuantizedLinear")));
+    assert!(names.contains(&("blocks.list.0".to_string(), "DynamicQuantizedLinear")));
+    assert!(names.contains(&("head".to_string(), "Linear")));
+    // the quantized layers keep the float layers' function (within int8 error)
+    let proj = model.blocks.get("proj").expect("proj");
+    assert_eq!(proj.forward(&Tensor::randn(&[3, 8])?)?.shape(), &[3, 4]);
+    Ok(())
+}
