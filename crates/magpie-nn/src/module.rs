@@ -58,6 +58,13 @@ pub trait Module: Send + Sync {
     fn children_mut(&mut self) -> Vec<(String, &mut dyn Module)> {
         Vec::new()
     }
+    /// Mutable access to the children this module holds boxed (`Box<dyn Module>`: `Sequential`,
+    /// `ModuleList`, `ModuleDict`), which a model transform may replace by a module of another
+    /// type, as `setattr(parent, name, new)` does in PyTorch (`magpie_quant::quantize_dynamic`).
+    /// Children held in typed fields cannot change type and are not listed; the default lists none.
+    fn child_slots_mut(&mut self) -> Vec<(String, &mut Box<dyn Module>)> {
+        Vec::new()
+    }
     /// Sets this module's own training flag (not its children's); modules that behave the
     /// same in both modes keep the default, which ignores it.
     fn set_training(&mut self, training: bool) {

@@ -51,6 +51,9 @@ impl Module for Sequential {
     fn children_mut(&mut self) -> Vec<(String, &mut dyn Module)> {
         self.layers.iter_mut().enumerate().map(|(i, m)| (i.to_string(), m.as_mut() as &mut dyn Module)).collect()
     }
+    fn child_slots_mut(&mut self) -> Vec<(String, &mut Box<dyn Module>)> {
+        self.layers.iter_mut().enumerate().map(|(i, m)| (i.to_string(), m)).collect()
+    }
 }
 
 /// `nn.ModuleList`: children named by index; it has no forward of its own.
@@ -101,6 +104,8 @@ impl<M: Module + ?Sized> FromIterator<Box<M>> for ModuleList<M> {
 pub trait AsDynModule {
     fn as_dyn_module(&self) -> &dyn Module;
     fn as_dyn_module_mut(&mut self) -> &mut dyn Module;
+    /// The box itself when it holds a `dyn Module` (so it may be replaced by another type).
+    fn dyn_slot(b: &mut Box<Self>) -> Option<&mut Box<dyn Module>>;
 }
 impl<M: Module> AsDynModule for M {
     fn as_dyn_module(&self) -> &dyn Module {
@@ -109,6 +114,9 @@ impl<M: Module> AsDynModule for M {
     fn as_dyn_module_mut(&mut self) -> &mut dyn Module {
         self
     }
+    fn dyn_slot(_: &mut Box<Self>) -> Option<&mut Box<dyn Module>> {
+        None
+    }
 }
 impl AsDynModule for dyn Module {
     fn as_dyn_module(&self) -> &dyn Module {
@@ -116,6 +124,9 @@ impl AsDynModule for dyn Module {
     }
     fn as_dyn_module_mut(&mut self) -> &mut dyn Module {
         self
+    }
+    fn dyn_slot(b: &mut Box<Self>) -> Option<&mut Box<dyn Module>> {
+        Some(b)
     }
 }
 
@@ -131,6 +142,9 @@ impl<M: Module + AsDynModule + ?Sized> Module for ModuleList<M> {
     }
     fn children_mut(&mut self) -> Vec<(String, &mut dyn Module)> {
         self.items.iter_mut().enumerate().map(|(i, m)| (i.to_string(), m.as_dyn_module_mut())).collect()
+    }
+    fn child_slots_mut(&mut self) -> Vec<(String, &mut Box<dyn Module>)> {
+        self.items.iter_mut().enumerate().filter_map(|(i, m)| M::dyn_slot(m).map(|s| (i.to_string(), s))).collect()
     }
 }
 
@@ -175,5 +189,8 @@ impl Module for ModuleDict {
     }
     fn children_mut(&mut self) -> Vec<(String, &mut dyn Module)> {
         self.items.iter_mut().map(|(k, m)| (k.clone(), m.as_mut() as &mut dyn Module)).collect()
+    }
+    fn child_slots_mut(&mut self) -> Vec<(String, &mut Box<dyn Module>)> {
+        self.items.iter_mut().map(|(k, m)| (k.clone(), m)).collect()
     }
 }
