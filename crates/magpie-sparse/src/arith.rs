@@ -3,7 +3,7 @@
 
 use crate::coalesce::{gather_indices, keys};
 use crate::construct::sparse_numel;
-use crate::tensor::{index_tensor, Index, SparseLayout, SparseTensor};
+use crate::tensor::{index_tensor, SparseLayout, SparseTensor};
 use magpie_core::dtype::promote_types;
 use magpie_core::{Error, Result, Tensor};
 
@@ -22,8 +22,8 @@ fn same_device(op: &str, a: &SparseTensor, b: &SparseTensor) -> Result<()> {
 }
 
 impl SparseTensor {
-    /// `self + other` of two sparse tensors of one size and layout. COO: the entries of both
-    /// (coalesced when both were; otherwise concatenated, as PyTorch leaves them); CSR: CSR.
+    /// `self + other` of two sparse tensors of one size and layout. COO: PyTorch's CPU merge of the
+    /// two entry lists (coalesced when both were); CSR: CSR.
     pub fn add(&self, other: &SparseTensor) -> Result<SparseTensor> {
         let op = "add";
         same_size(op, &self.size, &other.size)?;
@@ -38,17 +38,7 @@ impl SparseTensor {
             return Err(Error::shape(op, format!("sparse_dim of the operands differ ({} and {})", self.sparse_dim(), other.sparse_dim())));
         }
         let dt = promote_types(self.dtype(), other.dtype())?;
-        let (Index::Coo { indices: ia }, Index::Coo { indices: ib }) = (&self.index, &other.index) else {
-            return Err(Error::value(op, "expected COO operands"));
-        };
-        let indices = magpie_core::ops::shape_ops::cat(&[ia.clone(), ib.clone()], 1)?;
-        let values = magpie_core::ops::shape_ops::cat(&[self.values.to_dtype(dt)?, other.values.to_dtype(dt)?], 0)?;
-        let sum = SparseTensor::coo_unchecked(indices, values, self.size.clone(), false);
-        if self.coalesced && other.coalesced {
-            sum.coalesce()
-        } else {
-            Ok(sum)
-        }
+        merge_add(&self.to_dtype(dt)?, &other.to_dtype(dt)?)
     }
 
     /// `sparse + dense`: PyTorch's error for COO ("Use add(dense, sparse) instead"); a CSR matrix
@@ -147,4 +137,44 @@ pub fn add_dense(dense: &Tensor, sparse: &SparseTensor) -> Result<Tensor> {
         ));
     }
     dense.add(&sparse.to_dense()?)
+}
+
+/// PyTorch's CPU `sparse + sparse` of COO tensors of one size, dtype and sparse_dim: one walk over
+/// both entry lists in their stored order, emitting the smaller index first and merging the heads
+/// when their indices are equal. On coalesced operands this is the sorted union; on others it is
+/// what PyTorch gives (nnz included). Coalesced when both operands are.
+pub(crate) fn merge_add(a: &SparseTensor, b: &SparseTensor) -> Result<SparseTensor> {
+    let (na, nb) = (a.nnz(), b.nnz());
+    let (ia, ib) = (a.host_coo_indices()?, b.host_coo_indices()?);
+    let (ka, kb) = (keys(&ia, na, &a.size), keys(&ib, nb, &b.size));
+    let sd = a.sparse_dim();
+    let (mut i, mut j) = (0, 0);
+    let (mut slot_a, mut slot_b) = (Vec::with_capacity(na), Vec::with_capacity(nb));
+    let mut idx: Vec<Vec<i64>> = vec![Vec::with_capacity(na + nb); sd];
+    while i < na || j < nb {
+        let take_a = j >= nb || (i < na && ka[i] <= kb[j]);
+        let take_b = i >= na || (j < nb && kb[j] <= ka[i]);
+        let out = idx[0].len() as i64;
+        if take_a {
+            slot_a.push(out);
+            (0..sd).for_each(|d| idx[d].push(ia[d * na + i]));
+            i += 1;
+        } else {
+            (0..sd).for_each(|d| idx[d].push(ib[d * nb + j]));
+        }
+        if take_b {
+            slot_b.push(out);
+            j += 1;
+        }
+    }
+    let n = idx[0].len();
+    let dev = a.device();
+    let mut vshape = a.values.shape().to_vec();
+    vshape[0] = n;
+    let one = magpie_core::Scalar::Int(1);
+    let values = Tensor::zeros_on(&vshape, a.dtype(), dev)?
+        .index_add(0, &index_tensor(slot_a, &[na], dev)?, &a.values, one)?
+        .index_add(0, &index_tensor(slot_b, &[nb], dev)?, &b.values, one)?;
+    let indices = index_tensor(idx.concat(), &[sd, n], dev)?;
+    Ok(SparseTensor::coo_unchecked(indices, values, a.size.clone(), a.coalesced && b.coalesced))
 }

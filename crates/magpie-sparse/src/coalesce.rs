@@ -4,11 +4,8 @@
 use crate::tensor::{host_i64, index_tensor, Index, SparseTensor};
 use magpie_core::{Result, Scalar, Tensor};
 
-/// The row-major order of a COO tensor's entries: each entry's linear key over the sparse dims,
-/// the entries sorted by key (stable), and for each sorted run of equal keys its slot.
+/// The row-major grouping of a COO tensor's entries by their linear key over the sparse dims.
 pub(crate) struct Order {
-    /// Entry numbers in key order.
-    pub perm: Vec<usize>,
     /// Per entry (original numbering): the slot of its unique index.
     pub slot: Vec<i64>,
     /// Per slot: the first entry (original numbering) with that index.
@@ -40,7 +37,7 @@ pub(crate) fn order(keys: &[i128]) -> Order {
         }
         slot[e] = first.len() as i64 - 1;
     }
-    Order { perm, slot, first }
+    Order { slot, first }
 }
 
 /// The COO indices `[sparse_dim, n]` of the given entries.

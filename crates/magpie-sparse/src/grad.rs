@@ -1,10 +1,10 @@
 //! Sparse gradients of dense parameters (what PyTorch keeps in a parameter's `.grad` when it is a
 //! sparse tensor, e.g. after `Embedding(sparse=True)`). magpie-core's `.grad` holds strided tensors,
 //! so these live beside it, keyed by the parameter's tensor id: [`sparse_grad`] is `p.grad` for them.
-//! Backward accumulates by concatenation (uncoalesced, as in PyTorch); `set_sparse_grad(p, None)`
+//! Backward accumulates with PyTorch's sparse + sparse (`arith::merge_add`, uncoalesced); `set_sparse_grad(p, None)`
 //! (called by `SparseAdam::zero_grad` and magpie-nn's `zero_grad`) clears one.
 
-use crate::tensor::{Index, SparseTensor};
+use crate::tensor::SparseTensor;
 use magpie_core::{Error, Result, Tensor};
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, OnceLock};
@@ -32,7 +32,7 @@ pub fn set_sparse_grad(p: &Tensor, g: Option<SparseTensor>) {
     }
 }
 
-/// Adds `g` to the sparse gradient of the tensor with id `id`: the entries of both, concatenated.
+/// Adds `g` to the sparse gradient of the tensor with id `id` (sparse + sparse).
 pub(crate) fn accumulate(id: usize, g: SparseTensor) -> Result<()> {
     let prev = store().remove(&id);
     let next = match prev {
@@ -41,12 +41,8 @@ pub(crate) fn accumulate(id: usize, g: SparseTensor) -> Result<()> {
             if p.shape() != g.shape() || p.sparse_dim() != g.sparse_dim() {
                 return Err(Error::shape("backward", format!("sparse gradient of size {:?} accumulated into one of size {:?}", g.shape(), p.shape())));
             }
-            let (Index::Coo { indices: a }, Index::Coo { indices: b }) = (&p.index, &g.index) else {
-                return Err(Error::value("backward", "sparse gradients must be COO"));
-            };
-            let indices = magpie_core::ops::shape_ops::cat(&[a.clone(), b.clone()], 1)?;
-            let values = magpie_core::ops::shape_ops::cat(&[p.values.clone(), g.values.clone()], 0)?;
-            SparseTensor::coo_unchecked(indices, values, p.size.clone(), false)
+            // PyTorch accumulates sparse gradients with sparse + sparse
+            crate::arith::merge_add(&p, &g)?
         }
     };
     store().insert(id, next);

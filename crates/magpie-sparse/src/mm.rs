@@ -22,6 +22,8 @@ pub(crate) struct Pattern {
     pub crow_t: Tensor,
     pub col_t: Tensor,
     pub rows_t: Tensor,
+    /// The pattern of the transpose (for the dense operand's gradient), built on first use.
+    transposed: std::sync::OnceLock<Plan>,
 }
 
 impl Pattern {
@@ -44,6 +46,7 @@ impl Pattern {
             crow_t: index_tensor(crow.clone(), &[m + 1], dev)?,
             col_t: index_tensor(col.clone(), &[nnz], dev)?,
             rows_t: index_tensor(rows.clone(), &[nnz], dev)?,
+            transposed: Default::default(),
             crow,
             col,
             rows,
@@ -90,14 +93,37 @@ pub fn mm(sparse: &SparseTensor, dense: &Tensor) -> Result<Tensor> {
     if sparse.device() != dense.device() {
         return Err(Error::device(op, format!("Expected all tensors to be on the same device, but found at least two devices, {} and {}!", sparse.device(), dense.device())));
     }
-    let nnz = sparse.nnz();
-    let idx = sparse.host_coo_indices()?;
-    let (pat, perm) = Pattern::from_entries(m, k, &idx[..nnz], &idx[nnz..], dense.device())?;
-    let vals = match perm {
-        Some(p) => sparse.values_raw().index_select(0, &index_tensor(p, &[nnz], dense.device())?)?,
+    let plan = match sparse.plan.get() {
+        Some(p) => p.clone(),
+        None => {
+            let nnz = sparse.nnz();
+            let idx = sparse.host_coo_indices()?;
+            let (pat, perm) = Pattern::from_entries(m, k, &idx[..nnz], &idx[nnz..], dense.device())?;
+            let perm = perm.map(|p| index_tensor(p, &[nnz], dense.device())).transpose()?;
+            let p = Plan { pattern: Arc::new(pat), perm };
+            let _ = sparse.plan.set(p.clone());
+            p
+        }
+    };
+    let vals = match &plan.perm {
+        Some(p) => sparse.values_raw().index_select(0, p)?,
         None => sparse.values_raw().clone(),
     };
-    Ok(SpMM(Arc::new(pat)).apply(&[vals, dense.clone()])?.remove(0))
+    Ok(SpMM(plan.pattern).apply(&[vals, dense.clone()])?.remove(0))
+}
+
+/// A sparse tensor's CSR pattern for `mm` and the permutation of its values into CSR order
+/// (`None`: already in order), cached on the tensor.
+#[derive(Clone)]
+pub(crate) struct Plan {
+    pattern: Arc<Pattern>,
+    perm: Option<Tensor>,
+}
+
+impl std::fmt::Debug for Plan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Plan({}x{}, nnz {})", self.pattern.m, self.pattern.k, self.pattern.col.len())
+    }
 }
 
 /// `sparse @ dense` for a 2-D sparse matrix (same as [`mm`]).
@@ -126,13 +152,21 @@ impl Function for SpMM {
         };
         let gd = if ctx.needs_input_grad(1) {
             // Sᵀ G: the entries (col, row) in column order
-            let (pt, perm) = Pattern::from_entries(pat.k, pat.m, &pat.col, &pat.rows, g.device())?;
-            let nnz = pat.col.len();
-            let vt = match perm {
-                Some(p) => vals.index_select(0, &index_tensor(p, &[nnz], g.device())?)?,
+            let plan = match pat.transposed.get() {
+                Some(p) => p.clone(),
+                None => {
+                    let (pt, perm) = Pattern::from_entries(pat.k, pat.m, &pat.col, &pat.rows, g.device())?;
+                    let perm = perm.map(|p| index_tensor(p, &[pat.col.len()], g.device())).transpose()?;
+                    let p = Plan { pattern: Arc::new(pt), perm };
+                    let _ = pat.transposed.set(p.clone());
+                    p
+                }
+            };
+            let vt = match &plan.perm {
+                Some(p) => vals.index_select(0, p)?,
                 None => vals.clone(),
             };
-            Some(SpMM(Arc::new(pt)).apply(&[vt, g.clone()])?.remove(0))
+            Some(SpMM(plan.pattern).apply(&[vt, g.clone()])?.remove(0))
         } else {
             None
         };

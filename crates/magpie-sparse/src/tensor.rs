@@ -1,6 +1,7 @@
 //! `SparseTensor`: a COO or CSR tensor as index tensors plus a values tensor, with its accessors.
 
 use magpie_core::{DType, Device, Error, Result, Tensor};
+use std::sync::{Arc, OnceLock};
 
 /// The sparse layouts (`torch.sparse_coo`, `torch.sparse_csr`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,16 +48,18 @@ pub struct SparseTensor {
     pub(crate) values: Tensor,
     pub(crate) size: Vec<usize>,
     pub(crate) coalesced: bool,
+    /// `mm`'s CSR pattern of these indices, built on first use (indices never change in place).
+    pub(crate) plan: Arc<OnceLock<crate::mm::Plan>>,
 }
 
 impl SparseTensor {
     /// A COO tensor from parts already checked by the caller.
     pub(crate) fn coo_unchecked(indices: Tensor, values: Tensor, size: Vec<usize>, coalesced: bool) -> SparseTensor {
-        SparseTensor { index: Index::Coo { indices }, values, size, coalesced }
+        SparseTensor { index: Index::Coo { indices }, values, size, coalesced, plan: Default::default() }
     }
     /// A CSR tensor from parts already checked by the caller.
     pub(crate) fn csr_unchecked(crow: Tensor, col: Tensor, values: Tensor, size: Vec<usize>) -> SparseTensor {
-        SparseTensor { index: Index::Csr { crow, col }, values, size, coalesced: true }
+        SparseTensor { index: Index::Csr { crow, col }, values, size, coalesced: true, plan: Default::default() }
     }
     /// `layout`.
     pub fn layout(&self) -> SparseLayout {
@@ -170,7 +173,7 @@ impl SparseTensor {
             Index::Coo { indices } => Index::Coo { indices: indices.to_device(device)? },
             Index::Csr { crow, col } => Index::Csr { crow: crow.to_device(device)?, col: col.to_device(device)? },
         };
-        Ok(SparseTensor { index, values: self.values.to_device(device)?, size: self.size.clone(), coalesced: self.coalesced })
+        Ok(SparseTensor { index, values: self.values.to_device(device)?, size: self.size.clone(), coalesced: self.coalesced, plan: Default::default() })
     }
     /// `to(dtype)`: the values cast (differentiably).
     pub fn to_dtype(&self, dtype: DType) -> Result<SparseTensor> {
