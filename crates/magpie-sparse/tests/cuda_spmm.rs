@@ -65,7 +65,8 @@ fn cuda_spmm_matches_cpu_with_gradients() {
             let csr = sg.detach().to_sparse_csr().unwrap();
             assert_eq!(csr.device(), GPU);
             assert!(max_rel(&mm(&csr, &dg.detach()).unwrap().to_device(Device::Cpu).unwrap(), &y) < tol, "{what}: CSR product");
-            assert!(max_rel(&sg.to_dense().unwrap().to_device(Device::Cpu).unwrap(), &s.to_dense().unwrap()) < 1e-12, "{what}: to_dense");
+            // duplicates are summed in another order on the GPU (atomics): f32 rounding differs
+            assert!(max_rel(&sg.to_dense().unwrap().to_device(Device::Cpu).unwrap(), &s.to_dense().unwrap()) < tol, "{what}: to_dense");
         }
     }
 }
