@@ -168,7 +168,7 @@ pub(crate) fn torch_name(d: DType) -> &'static str {
     }
 }
 
-/// The sparse size's element count (a helper of conversions).
+/// The element count of the sparse dims of `size` (used by conversions).
 pub(crate) fn sparse_numel(size: &[usize], sparse_dim: usize) -> usize {
     numel(&size[..sparse_dim])
 }
