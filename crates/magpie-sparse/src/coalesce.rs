@@ -14,7 +14,7 @@ pub(crate) struct Order {
 
 /// Linear keys of COO `indices` (host, `[sparse_dim * nnz]`) over `size`'s sparse dims.
 pub(crate) fn keys(idx: &[i64], nnz: usize, size: &[usize]) -> Vec<i128> {
-    let sd = if nnz == 0 { size.len() } else { idx.len() / nnz };
+    let sd = idx.len().checked_div(nnz).unwrap_or(size.len());
     let mut k = vec![0i128; nnz];
     for d in 0..sd {
         let s = size[d] as i128;

@@ -32,7 +32,7 @@ pub fn embedding(input: &Tensor, weight: &Tensor, padding_idx: Option<i64>, max_
         p => p,
     };
     let f = SparseEmbedding { input: input.clone(), weight_id: weight.id(), num: n as usize, pad, max_norm, norm_type };
-    Ok(f.apply(&[weight.clone()])?.remove(0))
+    Ok(f.apply(std::slice::from_ref(weight))?.remove(0))
 }
 
 struct SparseEmbedding {

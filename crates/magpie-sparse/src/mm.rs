@@ -203,8 +203,9 @@ where
                 return;
             }
             out.par_chunks_mut(n).enumerate().for_each(|(r, row)| {
-                for e in pat.crow[r] as usize..pat.crow[r + 1] as usize {
-                    let (a, c) = (v[e], pat.col[e] as usize);
+                let (lo, hi) = (pat.crow[r] as usize, pat.crow[r + 1] as usize);
+                for (&a, &c) in v[lo..hi].iter().zip(&pat.col[lo..hi]) {
+                    let c = c as usize;
                     for (o, &x) in row.iter_mut().zip(&d[c * n..(c + 1) * n]) {
                         *o = *o + a * x;
                     }
