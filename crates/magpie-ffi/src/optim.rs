@@ -4,7 +4,7 @@ use crate::error::{arg, guard, FfiResult};
 use crate::handles::{self, Object};
 use crate::ptr::{cstr, json_object, slice};
 use magpie_optim::scheduler::{AnnealStrategy, ConstantLr, CosineAnnealingLr, CosineAnnealingWarmRestarts, CyclicLr, CyclicMode, ExponentialLr, LinearLr, LrScheduler, MultiStepLr, OneCycleLr, PolynomialLr, StepLr};
-use magpie_optim::{Adadelta, AdadeltaConfig, Adagrad, AdagradConfig, Adam, AdamConfig, AdamW, Adamax, AdamaxConfig, Asgd, AsgdConfig, NAdam, NAdamConfig, Optimizer, RAdam, RAdamConfig, RmsProp, RmsPropConfig, Rprop, RpropConfig, Sgd, SgdConfig};
+use magpie_optim::{Adadelta, AdadeltaConfig, Adagrad, AdagradConfig, Adam, AdamConfig, AdamW, Adamax, AdamaxConfig, Asgd, AsgdConfig, NAdam, NAdamConfig, Optimizer, RAdam, RAdamConfig, RmsProp, RmsPropConfig, Rprop, RpropConfig, Sgd, SgdConfig, SparseAdam, SparseAdamConfig};
 use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 use std::ffi::c_char;
@@ -379,9 +379,17 @@ fn other_optimizer(name: &str, ps: Vec<magpie_core::Tensor>, m: &Map<String, Val
             let c = AsgdConfig { lr: num(m, "lr", d.lr)?, lambd: num(m, "lambd", d.lambd)?, alpha: num(m, "alpha", d.alpha)?, t0: num(m, "t0", d.t0)?, weight_decay: num(m, "weight_decay", d.weight_decay)?, maximize: flag(m, "maximize")? };
             Box::new(Asgd::new(ps, c)?)
         }
+        // real SparseAdam: C-made graphs give dense gradients, so its step is PyTorch's error
+        // ("SparseAdam does not support dense gradients, ...") unless no parameter has a gradient
+        "sparse_adam" | "sparseadam" => {
+            check_keys(m, &["lr", "betas", "eps", "maximize"], name)?;
+            let d = SparseAdamConfig::default();
+            let c = SparseAdamConfig { lr: num(m, "lr", d.lr)?, betas: pair(m, "betas", d.betas)?, eps: num(m, "eps", d.eps)?, maximize: flag(m, "maximize")? };
+            Box::new(SparseAdam::new(ps, c)?)
+        }
         other => {
             return Err(arg(format!(
-                "unknown optimizer '{other}' (sgd, adam, adamw, adamax, nadam, radam, adagrad, adadelta, rmsprop, rprop, asgd; LBFGS needs a closure and SparseAdam sparse gradients, neither of which the C ABI has)"
+                "unknown optimizer '{other}' (sgd, adam, adamw, adamax, nadam, radam, adagrad, adadelta, rmsprop, rprop, asgd, sparse_adam; LBFGS needs a closure, which the C ABI has not)"
             )))
         }
     })

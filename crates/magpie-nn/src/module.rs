@@ -229,6 +229,8 @@ pub trait ModuleExt: Module {
     fn zero_grad(&self) {
         for p in self.parameters() {
             p.set_grad(None);
+            // sparse gradients (Embedding(sparse=True)) live beside `.grad`
+            magpie_sparse::set_sparse_grad(&p, None);
         }
     }
     /// `apply(fn)`: calls `f` on every descendant, children first and this module last, as PyTorch does.

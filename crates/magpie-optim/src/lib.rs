@@ -21,3 +21,9 @@ pub mod scheduler;
 pub use crate::core::{host_round_trips, Buf, Hyper, Optimizer, OptimizerState, ParamGroup, ParamState};
 pub use grad_scaler::{GradScaler, GradScalerConfig, GradScalerState};
 pub use optimizers::*;
+
+/// The examples of `docs/sparse.md` (sparse tensors, `Embedding(sparse=True)` with `SparseAdam`)
+/// run as doctests of this crate, the highest one they use.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/sparse.md")]
+pub struct SparseDocs;
