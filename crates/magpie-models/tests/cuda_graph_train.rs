@@ -250,7 +250,7 @@ fn graphed_callable_and_optimizer_without_captured_scalars() {
     let e = gc.call(&[Tensor::zeros_on(&[3, 4], DType::F32, dev).unwrap()]).unwrap_err().to_string();
     assert!(e.contains("make_graphed_callables"), "{e}");
     // SGD keeps its scalars in kernel arguments: it cannot be prepared for replays
-    let p = Tensor::zeros_on(&[3], DType::F32, dev).unwrap().requires_grad_(true);
+    let p = Tensor::zeros_on(&[3], DType::F32, dev).unwrap().requires_grad_(true).unwrap();
     let mut sgd = Sgd::new(vec![p], SgdConfig { lr: 0.1, ..Default::default() }).unwrap();
     let e = sgd.prepare_graphed_step().unwrap_err().to_string();
     assert!(e.contains("prepare_graphed_step"), "{e}");

@@ -192,6 +192,7 @@ fn adam_group_dev(g: &ParamGroup, items: &mut [DevItem], scalars: &mut Option<Te
     }
     let Some(first) = items.first() else { return Ok(()) };
     let step = first.ps.step + 1.0;
+    let dev = first.p.device();
     let amsgrad = g.flag("amsgrad");
     let mut bufs = Vec::with_capacity(items.len());
     for it in items.iter_mut() {
@@ -201,7 +202,6 @@ fn adam_group_dev(g: &ParamGroup, items: &mut [DevItem], scalars: &mut Option<Te
         bufs.push((m, v, x));
     }
     let h = dev_hyper(g, step, decoupled);
-    let dev = first.p.device();
     let buf = match scalars.take() {
         Some(t) if t.device() == dev => t,
         _ if capturing => return Err(Error::value(op, "a captured step needs the optimizer's step scalars on the device: run one eager step before capturing")),
