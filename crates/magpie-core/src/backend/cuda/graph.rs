@@ -49,10 +49,18 @@ pub fn capture_in(dev: &Arc<CudaDevice>, pool: &MemPool, body: impl FnOnce() -> 
         alloc::end_capture(dev);
         return Err(drv(op, format!("cannot begin capture: {e}")));
     }
+    // a panic in `body` must not leave the allocator routing to the pool
+    struct EndRouting<'a>(&'a CudaDevice);
+    impl Drop for EndRouting<'_> {
+        fn drop(&mut self) {
+            alloc::end_capture(self.0);
+        }
+    }
+    let routing = EndRouting(dev);
     let r = body();
     // Always end the capture, also when `body` failed, so that the stream leaves capture mode.
     let ended = dev.stream.end_capture(sys::CUgraphInstantiate_flags(0));
-    alloc::end_capture(dev);
+    drop(routing);
     r?;
     let graph = ended.map_err(|e| drv(op, format!("capture failed (an operation not allowed in a CUDA graph was queued?): {e}")))?;
     let graph = graph.ok_or_else(|| drv(op, "the capture recorded no work"))?;
