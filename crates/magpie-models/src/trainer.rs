@@ -421,16 +421,21 @@ impl<M: TrainModel> Trainer<M> {
         }
         let captured = self.graph.as_mut().and_then(|g| g.captured.take());
         let cap = match captured {
-            Some(c) => {
-                let _ng = no_grad();
-                for (s, b) in c.inputs.iter().zip(&batch) {
+            Some(c) => c,
+            None => self.capture_step(batch.clone())?,
+        };
+        let opt = &mut self.opt;
+        let r = (|| {
+            let _ng = no_grad();
+            // the batch into the captured inputs (the capture's own batch is those tensors)
+            for (s, b) in cap.inputs.iter().zip(&batch) {
+                if !s.is_same(b) {
                     s.copy_(b)?;
                 }
-                c
             }
-            None => self.capture_step(batch)?,
-        };
-        let r = self.opt.prepare_graphed_step().and_then(|_| cap.graph.replay());
+            opt.prepare_graphed_step()?;
+            cap.graph.replay()
+        })();
         self.last_loss = Some(cap.loss.clone());
         if let Some(g) = &mut self.graph {
             g.captured = Some(cap);
