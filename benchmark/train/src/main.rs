@@ -17,12 +17,18 @@
 //! the timed steps and the last loss are printed as one JSON line per case.
 //!
 //!     train-bench [--device cuda] [--cases gpt,bert,gpt2-small] [--dtypes float32,bfloat16] [--warmup 5] [--steps 20]
-//!                 [--gemm-pad-min-macs N]
+//!                 [--graph both|on|off] [--gemm-pad-min-macs N]
+//!
+//! `--graph both|on|off` (default both): each case also (or only) as CUDA-graph replays of the whole
+//! step (`magpie_core::cuda_graph`): the warm-up steps run eagerly, then one step is captured and
+//! every timed step is AdamW's per-step scalars written to the device, one replay and the loss
+//! read back. Those rows say `"graph": true`.
 //!
 //! `--gemm-pad-min-macs`: the product size from which misaligned f16/bf16 GEMMs run on padded
 //! aligned copies (`cuda::blas::set_pad_min_macs`; a huge value turns the padding off), to compare.
 
 use magpie_core::backend::cuda;
+use magpie_core::cuda_graph::CUDAGraph;
 use magpie_core::ops::nn::loss::cross_entropy;
 use magpie_core::ops::nn::Reduction;
 use magpie_core::{DType, Device, Error, Result, Tensor};
@@ -41,6 +47,8 @@ struct Args {
     dtypes: Vec<String>,
     warmup: usize,
     steps: usize,
+    /// Which of eager (false) and graphed (true) runs to time.
+    graph: Vec<bool>,
 }
 
 fn parse() -> Result<Args> {
@@ -51,6 +59,7 @@ fn parse() -> Result<Args> {
         dtypes: vec!["float32".into(), "bfloat16".into()],
         warmup: 5,
         steps: 20,
+        graph: vec![false, true],
     };
     let bad = |m: String| Error::value("train-bench", m);
     let mut i = 0;
@@ -64,6 +73,14 @@ fn parse() -> Result<Args> {
             "--warmup" => a.warmup = num()?,
             "--steps" => a.steps = num()?.max(1),
             "--gemm-pad-min-macs" => cuda::blas::set_pad_min_macs(num()?),
+            "--graph" => {
+                a.graph = match val.as_str() {
+                    "both" => vec![false, true],
+                    "on" => vec![true],
+                    "off" => vec![false],
+                    v => return Err(bad(format!("--graph takes both, on or off, got {v}"))),
+                }
+            }
             f => return Err(bad(format!("unknown flag {f}"))),
         }
         i += 2;
@@ -116,6 +133,39 @@ fn time_steps(a: &Args, mut step: impl FnMut() -> Result<f64>) -> Result<(f64, u
     Ok((median(&mut ms), peak(a.device), loss))
 }
 
+/// Times `body` (one full step returning its loss) eagerly, or (`graph`) as CUDA-graph replays:
+/// the warm-up steps eager, one captured step, then each timed step writes AdamW's step scalars,
+/// replays and reads the loss back. Returns (median ms, peak bytes, last loss).
+fn time_body(a: &Args, graph: bool, opt: &mut AdamW, mut body: impl FnMut(&mut AdamW) -> Result<Tensor>) -> Result<(f64, usize, f64)> {
+    if !graph {
+        return time_steps(a, || Ok(body(opt)?.item()?.to_f64()));
+    }
+    for _ in 0..a.warmup.max(1) {
+        body(opt)?;
+    }
+    sync(a.device)?;
+    if let Device::Cuda(n) = a.device {
+        cuda::reset_peak_memory_stats(n);
+    }
+    let mut g = CUDAGraph::new();
+    let mut loss = None;
+    g.capture(a.device, None, || {
+        loss = Some(body(opt)?.detach());
+        Ok(())
+    })?;
+    let loss = loss.ok_or_else(|| Error::value("train-bench", "the captured step gave no loss"))?;
+    let mut ms = Vec::with_capacity(a.steps);
+    let mut last = 0.0;
+    for _ in 0..a.steps {
+        let t0 = Instant::now();
+        opt.prepare_graphed_step()?;
+        g.replay()?;
+        last = loss.item()?.to_f64();
+        ms.push(t0.elapsed().as_secs_f64() * 1e3);
+    }
+    Ok((median(&mut ms), peak(a.device), last))
+}
+
 /// The forward's autocast region for `dtype` ("float32": none).
 fn autocast(a: &Args, dtype: &str) -> Result<Option<magpie_core::amp::AutocastGuard>> {
     match dtype {
@@ -126,7 +176,7 @@ fn autocast(a: &Args, dtype: &str) -> Result<Option<magpie_core::amp::AutocastGu
 }
 
 #[allow(clippy::too_many_arguments)]
-fn gpt(a: &Args, case: &str, dtype: &str, layers: usize, heads: usize, embd: usize, t: usize, b: usize, vocab: usize) -> Result<serde_json::Value> {
+fn gpt(a: &Args, graph: bool, case: &str, dtype: &str, layers: usize, heads: usize, embd: usize, t: usize, b: usize, vocab: usize) -> Result<serde_json::Value> {
     let cfg = GptConfig { vocab_size: vocab, block_size: t, n_layer: layers, n_head: heads, n_embd: embd, dropout: 0.0 };
     magpie_core::ops::random::manual_seed(0);
     let mut model = Gpt::new(cfg.clone())?;
@@ -137,7 +187,7 @@ fn gpt(a: &Args, case: &str, dtype: &str, layers: usize, heads: usize, embd: usi
     opt.add_param_group(no_decay, AdamConfig { weight_decay: 0.0, ..ac })?;
     let (x, y) = (batch(b, t, cfg.vocab_size, 0, a.device)?, batch(b, t, cfg.vocab_size, 3, a.device)?);
     let params = model.parameters();
-    let (ms, mem, loss) = time_steps(a, || {
+    let (ms, mem, loss) = time_body(a, graph, &mut opt, |opt| {
         let loss = {
             let _ac = autocast(a, dtype)?;
             model.loss(&x, &y)?
@@ -146,16 +196,16 @@ fn gpt(a: &Args, case: &str, dtype: &str, layers: usize, heads: usize, embd: usi
         loss.backward()?;
         magpie_nn::utils::clip_grad_norm_(&params, 1.0, 2.0, false)?;
         opt.step()?;
-        Ok(loss.item()?.to_f64())
+        Ok(loss)
     })?;
     let n = model.num_parameters();
     let tok = b * t;
-    Ok(json!({"case": case, "dtype": dtype, "step_ms": ms, "tokens_per_s": tok as f64 / ms * 1e3,
+    Ok(json!({"case": case, "dtype": dtype, "graph": graph, "step_ms": ms, "tokens_per_s": tok as f64 / ms * 1e3,
               "peak_mem_bytes": mem, "params": n, "loss": loss,
               "train_flops": 6 * n * tok + 6 * layers * t * embd * tok}))
 }
 
-fn bert(a: &Args, dtype: &str) -> Result<serde_json::Value> {
+fn bert(a: &Args, graph: bool, dtype: &str) -> Result<serde_json::Value> {
     let (b, t, vocab) = (4, 128, 30522);
     let cfg = BertConfig::from_json(&json!({
         "vocab_size": vocab, "hidden_size": 768, "num_hidden_layers": 6, "num_attention_heads": 12,
@@ -168,7 +218,7 @@ fn bert(a: &Args, dtype: &str) -> Result<serde_json::Value> {
     let params = model.parameters();
     let mut opt = AdamW::new(params, AdamConfig { lr: 1e-4, weight_decay: 0.01, ..AdamConfig::adamw() })?;
     let (x, y) = (batch(b, t, vocab, 0, a.device)?, batch(b, t, vocab, 3, a.device)?);
-    let (ms, mem, loss) = time_steps(a, || {
+    let (ms, mem, loss) = time_body(a, graph, &mut opt, |opt| {
         let logits = {
             let _ac = autocast(a, dtype)?;
             let out = model.forward_with(&x, None, None, false)?;
@@ -179,9 +229,9 @@ fn bert(a: &Args, dtype: &str) -> Result<serde_json::Value> {
         opt.zero_grad();
         loss.backward()?;
         opt.step()?;
-        Ok(loss.item()?.to_f64())
+        Ok(loss)
     })?;
-    Ok(json!({"case": "bert", "dtype": dtype, "step_ms": ms, "tokens_per_s": (b * t) as f64 / ms * 1e3,
+    Ok(json!({"case": "bert", "dtype": dtype, "graph": graph, "step_ms": ms, "tokens_per_s": (b * t) as f64 / ms * 1e3,
               "peak_mem_bytes": mem, "params": model.num_parameters(), "loss": loss}))
 }
 
@@ -190,15 +240,17 @@ fn main() {
         let a = parse()?;
         for c in &a.cases {
             for dt in &a.dtypes {
-                let mut r = match (c.as_str(), dt.as_str()) {
-                    ("gpt", _) => gpt(&a, "gpt", dt, 6, 6, 384, 256, 64, 96)?,
-                    ("gpt2-small", "bfloat16") => gpt(&a, "gpt2-small", dt, 12, 12, 768, 1024, 8, 50257)?,
-                    ("gpt2-small", _) => continue,
-                    ("bert", _) => bert(&a, dt)?,
-                    (other, _) => return Err(Error::value("train-bench", format!("unknown case {other} (gpt, bert, gpt2-small)"))),
-                };
-                r["impl"] = json!("torch-magpie");
-                println!("{r}");
+                for &g in &a.graph {
+                    let mut r = match (c.as_str(), dt.as_str()) {
+                        ("gpt", _) => gpt(&a, g, "gpt", dt, 6, 6, 384, 256, 64, 96)?,
+                        ("gpt2-small", "bfloat16") => gpt(&a, g, "gpt2-small", dt, 12, 12, 768, 1024, 8, 50257)?,
+                        ("gpt2-small", _) => continue,
+                        ("bert", _) => bert(&a, g, dt)?,
+                        (other, _) => return Err(Error::value("train-bench", format!("unknown case {other} (gpt, bert, gpt2-small)"))),
+                    };
+                    r["impl"] = json!("torch-magpie");
+                    println!("{r}");
+                }
             }
         }
         Ok(())

@@ -12,6 +12,7 @@
 pub mod amp;
 pub mod autograd;
 pub mod backend;
+pub mod cuda_graph;
 pub mod device;
 pub mod dtype;
 pub mod element;

@@ -180,3 +180,47 @@ fn fused_optimizer_kernels_and_sum_of_squares() {
         assert!((got - want).abs() <= 1e-9 * want.max(1.0), "sum of squares {got} vs {want}");
     }
 }
+
+#[test]
+fn embedding_backward_sums_rows_in_index_order_like_the_cpu() {
+    use magpie_core::ops::nn::embedding;
+    let Some(dev) = gpu() else { return };
+    let mut rng = Rng::new(7);
+    // (rows, width, lookups): one row, widths around the 1024-column tile, many repeats
+    for &(n, d, l) in &[(1usize, 1usize, 1usize), (7, 33, 257), (300, 1030, 600), (96, 64, 4099), (5, 3, 0)] {
+        for pad in [None, Some(2i64)] {
+            if pad.is_some_and(|p| p as usize >= n) {
+                continue;
+            }
+            let idx: Vec<i64> = (0..l).map(|_| (rng.next() % n as u64) as i64).collect();
+            let idx = Tensor::from_vec(idx, &[l]).unwrap();
+            let w = rand(&mut rng, &[n, d], DType::F32, -1.0, 1.0);
+            let gy = rand(&mut rng, &[l, d], DType::F32, -1.0, 1.0);
+            let (wc, wg) = leaves(&w, dev);
+            embedding(&idx, &wc, pad, None, 2.0).unwrap().backward_with(Some(&gy), false, false).unwrap();
+            let ig = idx.to_device(dev).unwrap();
+            let gyg = gy.to_device(dev).unwrap();
+            embedding(&ig, &wg, pad, None, 2.0).unwrap().backward_with(Some(&gyg), false, false).unwrap();
+            let (a, b) = (grad_cpu(&wc).to_vec::<f32>().unwrap(), grad_cpu(&wg).to_vec::<f32>().unwrap());
+            // the same additions in the same order: the same bits
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&a), bits(&b), "embedding backward n={n} d={d} l={l} pad={pad:?}");
+        }
+    }
+}
+
+#[test]
+fn sum_of_squares_is_reproducible_across_launches() {
+    use cuda::optim::sum_of_squares;
+    let Some(dev) = gpu() else { return };
+    let mut rng = Rng::new(9);
+    // more than 48 tensors (two launches) of mixed sizes, one large enough for many blocks
+    let ts: Vec<Tensor> = (0..61).map(|i| rand(&mut rng, &[if i == 5 { 3_000_001 } else { 1 + 37 * i }], DType::F32, -1.0, 1.0).to_device(dev).unwrap()).collect();
+    let first = sum_of_squares(&ts).unwrap().expect("a kernel").item().unwrap().to_f64();
+    for _ in 0..5 {
+        let again = sum_of_squares(&ts).unwrap().expect("a kernel").item().unwrap().to_f64();
+        assert_eq!(first.to_bits(), again.to_bits());
+    }
+    let want: f64 = ts.iter().map(|t| t.to_vec::<f32>().unwrap().iter().map(|&v| v as f64 * v as f64).sum::<f64>()).sum();
+    assert!((first - want).abs() <= 1e-9 * want, "{first} vs {want}");
+}

@@ -101,6 +101,8 @@ pub struct BertModel {
     pub config: BertConfig,
     /// Training mode (dropout on); models load in eval mode, as in transformers.
     pub training: bool,
+    /// Position ids on the model's device (no upload per forward).
+    position_ids: crate::positions::PositionIds,
 }
 
 module_children!(BertModel, "BertModel", [embeddings => "embeddings", encoder => "encoder"], optional [pooler => "pooler"], training = training);
@@ -134,7 +136,7 @@ impl BertModel {
             }));
         }
         let pooler = if pooler && w.has(&p("pooler.dense.weight")) { Some(BertPooler { dense: load::linear(w, &p("pooler.dense"), h, h, true)? }) } else { None };
-        Ok(BertModel { embeddings, encoder: BertEncoder { layer: layers }, pooler, config: cfg.clone(), training: false })
+        Ok(BertModel { embeddings, encoder: BertEncoder { layer: layers }, pooler, config: cfg.clone(), training: false, position_ids: Default::default() })
     }
 
     /// `input_ids [B, T]` (int64), `attention_mask [B, T]` (1 = token, 0 = padding; None: all
@@ -149,7 +151,7 @@ impl BertModel {
         }
         let dev = input_ids.device();
         let e = &self.embeddings;
-        let pos = Tensor::arange(0i64, t as i64, 1i64)?.to_device(dev)?.reshape(&[1, t as i64])?;
+        let pos = self.position_ids.get(t, dev)?.reshape(&[1, t as i64])?;
         let tt = match token_type_ids {
             Some(tt) => {
                 if tt.shape() != [b, t] {

@@ -193,6 +193,8 @@ pub struct Gpt {
     pub drop: Dropout,
     pub h: ModuleList<Block>,
     pub ln_f: LayerNorm,
+    /// Position ids on the model's device (no upload per forward).
+    pos: crate::positions::PositionIds,
 }
 
 impl Gpt {
@@ -211,6 +213,7 @@ impl Gpt {
             h,
             ln_f: LayerNorm::new(&[config.n_embd], 1e-5, true, true)?,
             config,
+            pos: Default::default(),
         };
         m.init_weights()?;
         Ok(m)
@@ -251,7 +254,7 @@ impl Gpt {
     pub fn logits(&self, idx: &Tensor) -> Result<Tensor> {
         let (_, t) = self.check_idx(idx)?;
         // positions live where the ids are (the embedding kernel reads them on the model's device)
-        let pos = Tensor::arange(0i64, t as i64, 1i64)?.to_device(idx.device())?;
+        let pos = self.pos.get(t, idx.device())?;
         let x = self.wte.forward(idx)?.add(&self.wpe.forward(&pos)?)?;
         let mut x = self.drop.forward(&x)?;
         for blk in &self.h.items {

@@ -69,3 +69,36 @@ impl StepInputs {
         Tensor::from_vec(self.positions.clone(), &[self.b, self.t])?.to_device(self.device())
     }
 }
+
+/// `arange(0, T)` as int64 on the model's device, made once and reused (a view of the longest
+/// one made so far), as the `position_ids` buffer transformers registers: a training forward then
+/// queues no host-to-device copy, which a CUDA graph could not capture. Cloning gives an empty cache.
+#[derive(Default)]
+pub struct PositionIds(std::sync::Mutex<Option<Tensor>>);
+
+impl Clone for PositionIds {
+    fn clone(&self) -> Self {
+        PositionIds::default()
+    }
+}
+
+impl std::fmt::Debug for PositionIds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PositionIds")
+    }
+}
+
+impl PositionIds {
+    /// Positions `0..t` (int64, `[t]`) on `device`.
+    pub fn get(&self, t: usize, device: Device) -> Result<Tensor> {
+        let mut c = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(p) = c.as_ref() {
+            if p.device() == device && p.numel() >= t {
+                return p.narrow(0, 0, t as i64);
+            }
+        }
+        let p = Tensor::arange(0i64, t as i64, 1i64)?.to_device(device)?;
+        *c = Some(p.clone());
+        Ok(p)
+    }
+}

@@ -9,6 +9,12 @@
 //! with gradients averaged by [`DistributedDataParallel`], so N ranks follow the run of one
 //! process with the whole batch (up to float reduction order), and a checkpoint (written by
 //! rank 0) resumes at any world size that divides the batch.
+//!
+//! CUDA graphs ([`Trainer::use_cuda_graph`]): after a few eager warm-up steps, one whole step
+//! (forward, backward, clipping, AdamW) is captured and then replayed for every later step, with
+//! each batch copied into the captured (static) input tensors and AdamW's per-step scalars written
+//! to device memory before the replay; the scheduler runs on the host between replays. Replays
+//! give the eager steps' bits (`tests/cuda_graph_train.rs`).
 
 use crate::bert::BertForMaskedLM;
 use crate::data::{Dataset, Split};
@@ -16,6 +22,7 @@ use crate::gpt::{Gpt, GptConfig};
 use crate::tokenizer::CharTokenizer;
 use crate::train_model::{TrainModel, TrainTokenizer};
 use magpie_core::autograd::no_grad;
+use magpie_core::cuda_graph::CUDAGraph;
 use magpie_core::ops::random::{self, Generator};
 use magpie_core::{DType, Device, Error, Result, Tensor};
 use magpie_distributed::{BatchShard, DistributedDataParallel, ProcessGroup, ReduceOp};
@@ -159,6 +166,23 @@ pub struct Trainer<M: TrainModel = Gpt> {
     scaler: Option<GradScaler>,
     /// Data parallelism, after [`Trainer::distribute`].
     dist: Option<Dist>,
+    /// CUDA-graph replay of whole steps, after [`Trainer::use_cuda_graph`].
+    graph: Option<GraphState>,
+    /// The last step's loss on the device (read by [`Trainer::last_loss`]).
+    last_loss: Option<Tensor>,
+}
+
+/// A trainer's CUDA-graph state: eager warm-up steps left, then the captured step.
+struct GraphState {
+    warmup_left: usize,
+    captured: Option<Captured>,
+}
+
+/// One captured training step: the graph, its static batch tensors and its loss.
+struct Captured {
+    graph: CUDAGraph,
+    inputs: Vec<Tensor>,
+    loss: Tensor,
 }
 
 /// A data-parallel trainer's gradient averaging and its rows of each batch.
@@ -261,7 +285,7 @@ impl<M: TrainModel> Trainer<M> {
             Some(DType::F16) => Some(GradScaler::new(device, GradScalerConfig::default())?),
             _ => None,
         };
-        Ok(Trainer { model, opt, sched, data_rng, step: 0, config, tokenizer, corpus_id, device, scaler, dist: None })
+        Ok(Trainer { model, opt, sched, data_rng, step: 0, config, tokenizer, corpus_id, device, scaler, dist: None, graph: None, last_loss: None })
     }
 
     /// Trains data-parallel over `pg` from now on: the model (on this rank's GPU) gets rank 0's
@@ -331,14 +355,124 @@ impl<M: TrainModel> Trainer<M> {
 
     /// One optimizer step on a fresh training batch; returns the batch loss.
     pub fn train_step(&mut self, data: &Dataset) -> Result<f32> {
+        if self.graph.is_some() {
+            self.train_step_deferred(data)?;
+            return self.last_loss();
+        }
         self.model.train(true);
+        let batch = self.next_batch(data)?;
+        let loss = self.step_body(&batch)?;
+        self.sched.step(&mut self.opt)?;
+        self.step += 1;
+        self.global_mean(&loss).map(|v| v as f32)
+    }
+
+    /// The next training batch from the data-order generator.
+    fn next_batch(&mut self, data: &Dataset) -> Result<Vec<Tensor>> {
         let mut gen = std::mem::replace(&mut self.data_rng, Generator::new(0));
         let batch = self.batch(data, &mut gen, Split::Train);
         self.data_rng = gen;
-        let batch = batch?;
+        batch
+    }
+
+    /// Replays whole training steps from a CUDA graph from now on (`magpie train --cuda-graph`):
+    /// the next `warmup` steps (at least 1) run eagerly (kernel compilation, optimizer state,
+    /// workspaces), the one after is captured, and every later step copies its batch into the
+    /// captured input tensors and replays. Needs a CUDA device, static shapes (every batch has
+    /// the same shape, as the trainer's batches do) and no host work inside the step: no float16
+    /// loss scaling (its step skipping reads the inf flag on the host), no data parallelism, no
+    /// dropout (random draws are refused during capture). A step's loss stays on the device until
+    /// [`Trainer::last_loss`] reads it.
+    pub fn use_cuda_graph(&mut self, warmup: usize) -> Result<()> {
+        let op = "cuda_graph";
+        if !self.device.is_cuda() {
+            return Err(Error::device(op, format!("CUDA-graph training steps need a CUDA device, got {}", self.device)));
+        }
+        if self.scaler.is_some() {
+            return Err(Error::value(op, "CUDA-graph training steps do not support float16 with GradScaler yet (its step skipping reads the inf flag on the host); use bfloat16 or float32"));
+        }
+        if self.dist.is_some() {
+            return Err(Error::value(op, "CUDA-graph training steps do not support data parallelism yet"));
+        }
+        self.graph = Some(GraphState { warmup_left: warmup.max(1), captured: None });
+        Ok(())
+    }
+
+    /// True when the steps are replayed from a captured CUDA graph (after the warm-up).
+    pub fn is_graph_captured(&self) -> bool {
+        self.graph.as_ref().is_some_and(|g| g.captured.is_some())
+    }
+
+    /// One optimizer step like [`Trainer::train_step`] without reading the loss back (the GPU
+    /// runs ahead of the host): read it with [`Trainer::last_loss`] at log points.
+    pub fn train_step_deferred(&mut self, data: &Dataset) -> Result<()> {
+        self.model.train(true);
+        let batch = self.next_batch(data)?;
+        let warm = self.graph.as_ref().is_some_and(|g| g.warmup_left > 0);
+        if self.graph.is_none() || warm {
+            let loss = self.step_body(&batch)?;
+            if let Some(g) = &mut self.graph {
+                g.warmup_left -= 1;
+            }
+            self.sched.step(&mut self.opt)?;
+            self.step += 1;
+            self.last_loss = Some(loss.detach());
+            return Ok(());
+        }
+        let captured = self.graph.as_mut().and_then(|g| g.captured.take());
+        let cap = match captured {
+            Some(c) => c,
+            None => self.capture_step(batch.clone())?,
+        };
+        let opt = &mut self.opt;
+        let r = (|| {
+            let _ng = no_grad();
+            // the batch into the captured inputs (the capture's own batch is those tensors)
+            for (s, b) in cap.inputs.iter().zip(&batch) {
+                if !s.is_same(b) {
+                    s.copy_(b)?;
+                }
+            }
+            opt.prepare_graphed_step()?;
+            cap.graph.replay()
+        })();
+        self.last_loss = Some(cap.loss.clone());
+        if let Some(g) = &mut self.graph {
+            g.captured = Some(cap);
+        }
+        r?;
+        self.sched.step(&mut self.opt)?;
+        self.step += 1;
+        Ok(())
+    }
+
+    /// Captures one step on `batch` (which becomes the static input); nothing runs yet.
+    fn capture_step(&mut self, batch: Vec<Tensor>) -> Result<Captured> {
+        let mut graph = CUDAGraph::new();
+        let mut loss = None;
+        let device = self.device;
+        graph.capture(device, None, || {
+            loss = Some(self.step_body(&batch)?.detach());
+            Ok(())
+        })?;
+        let loss = loss.ok_or_else(|| Error::value("cuda_graph", "the captured step produced no loss"))?;
+        Ok(Captured { graph, inputs: batch, loss })
+    }
+
+    /// The loss of the last step, read from the device (a synchronization).
+    pub fn last_loss(&self) -> Result<f32> {
+        match &self.last_loss {
+            Some(l) => self.global_mean(l).map(|v| v as f32),
+            None => Err(Error::value("last_loss", "no training step has run yet")),
+        }
+    }
+
+    /// Forward, backward, clipping and the optimizer step on `batch` (no scheduler step): the
+    /// work an eager step runs and a CUDA graph captures. Returns the loss tensor.
+    fn step_body(&mut self, batch: &[Tensor]) -> Result<Tensor> {
         let loss = {
             let _ac = self.autocast()?;
-            self.model.loss(&batch, false)?.0
+            self.model.loss(batch, false)?.0
         };
         self.opt.zero_grad();
         let clip = self.config.grad_clip;
@@ -363,9 +497,7 @@ impl<M: TrainModel> Trainer<M> {
                 self.opt.step()?;
             }
         }
-        self.sched.step(&mut self.opt)?;
-        self.step += 1;
-        self.global_mean(&loss).map(|v| v as f32)
+        Ok(loss)
     }
 
     /// The autocast region of a forward pass (None without mixed precision).

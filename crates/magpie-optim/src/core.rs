@@ -103,12 +103,16 @@ pub struct OptimizerState {
     pub state: HashMap<usize, ParamState>,
     /// Defaults for groups added later.
     pub defaults: Hyper,
+    /// Per group: the device tensor a fused multi-tensor step reads its per-step scalars from
+    /// (Adam/AdamW: step size, bias correction, decay), so that a CUDA graph that captured the
+    /// step can be replayed with the host writing each step's values ([`Optimizer::prepare_graphed_step`]).
+    pub group_scalars: Vec<Option<Tensor>>,
 }
 
 impl OptimizerState {
     /// One group of `params` with `defaults`; checks that every parameter is a floating leaf.
     pub fn new(name: &str, params: Vec<Tensor>, defaults: Hyper) -> Result<Self> {
-        let mut s = OptimizerState { groups: Vec::new(), state: HashMap::new(), defaults };
+        let mut s = OptimizerState { groups: Vec::new(), state: HashMap::new(), defaults, group_scalars: Vec::new() };
         s.add_group(name, params, Hyper::new())?;
         Ok(s)
     }
@@ -143,6 +147,16 @@ pub trait Optimizer {
     fn state_mut(&mut self) -> &mut OptimizerState;
     /// One update of every parameter that has a gradient.
     fn step(&mut self) -> Result<()>;
+
+    /// Before each replay of a CUDA graph that captured [`Optimizer::step`] (after eager
+    /// warm-up steps): advances every stepped parameter's step count and writes that step's
+    /// scalars (learning rate, bias corrections) into the device memory the captured kernels
+    /// read, as PyTorch's `capturable=True` keeps them on the GPU. A captured step does not
+    /// advance the host state itself (nothing runs during a capture). Only Adam and AdamW on
+    /// CUDA parameters support this; other optimizers return an error.
+    fn prepare_graphed_step(&mut self) -> Result<()> {
+        crate::optimizers::adam::prepare_graphed(self.state_mut())
+    }
 
     /// `optimizer.zero_grad()` (set_to_none=True, PyTorch's default).
     fn zero_grad(&mut self) {
@@ -269,7 +283,7 @@ pub(crate) struct DevItem {
 }
 
 /// A fused update of all the CUDA parameters of one group at once (multi-tensor launches).
-pub(crate) type DevGroupUpdate = fn(&ParamGroup, &mut [DevItem]) -> Result<()>;
+pub(crate) type DevGroupUpdate = fn(&ParamGroup, &mut [DevItem], &mut Option<Tensor>) -> Result<()>;
 
 /// Runs `update(hyper, state, param, grad)` for each parameter of each group that has a
 /// gradient, on the parameter's data in place, in the parameter's precision. CUDA parameters
@@ -285,7 +299,7 @@ pub(crate) fn for_each_param(
     for gi in 0..st.groups.len() {
         let group = st.groups[gi].clone();
         if let Some(f) = dev_group {
-            if group_on_device(st, &group, f)? {
+            if group_on_device(st, gi, &group, f)? {
                 continue;
             }
         }
@@ -332,7 +346,7 @@ pub(crate) fn for_each_param(
 /// Runs `f` on every parameter with a gradient of `group` when all of them are contiguous CUDA
 /// parameters of one f32/f64 dtype on one device, with their gradients there (else false: the
 /// per-parameter path runs). States go back to the map whether `f` succeeds or not.
-fn group_on_device(st: &mut OptimizerState, group: &ParamGroup, f: DevGroupUpdate) -> Result<bool> {
+fn group_on_device(st: &mut OptimizerState, gi: usize, group: &ParamGroup, f: DevGroupUpdate) -> Result<bool> {
     let with_grad: Vec<(&Tensor, Tensor)> = group.params.iter().filter_map(|p| p.grad().map(|g| (p, g))).collect();
     let Some((p0, _)) = with_grad.first() else { return Ok(false) };
     let fits = |p: &Tensor, g: &Tensor| {
@@ -349,7 +363,10 @@ fn group_on_device(st: &mut OptimizerState, group: &ParamGroup, f: DevGroupUpdat
         return Ok(false);
     }
     let mut items: Vec<DevItem> = with_grad.iter().map(|(p, g)| DevItem { ps: st.state.remove(&p.id()).unwrap_or_default(), p: (*p).clone(), g: g.clone() }).collect();
-    let r = f(group, &mut items);
+    if st.group_scalars.len() <= gi {
+        st.group_scalars.resize(gi + 1, None);
+    }
+    let r = f(group, &mut items, &mut st.group_scalars[gi]);
     for it in items {
         st.state.insert(it.p.id(), it.ps);
     }

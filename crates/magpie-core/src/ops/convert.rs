@@ -65,6 +65,7 @@ impl Tensor {
     /// The elements as a row-major `Vec<T>`, cast with PyTorch's rules (reads back to the host).
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
         if self.device().is_cuda() {
+            cuda::forbid_in_capture("to_vec", self.device(), "a host read of CUDA values")?;
             return cpu::to_vec(&cuda::ops::to_cpu(self)?);
         }
         cpu::to_vec(self)
@@ -77,6 +78,7 @@ impl Tensor {
                 format!("a Tensor with {} elements cannot be converted to Scalar", self.numel()),
             ));
         }
+        cuda::forbid_in_capture("item", self.device(), "a host read of a CUDA value (item())")?;
         let d = self.dtype();
         Ok(if d.is_bool() {
             Scalar::Bool(self.to_vec::<bool>()?[0])

@@ -112,6 +112,7 @@ pub(super) fn call_on_cuda(f: OpFn, name: &str, dev: Device, args: Vec<Value>, k
             return r;
         }
     }
+    cuda::forbid_in_capture(name, dev, "a CPU fallback (this op has no CUDA kernel)")?;
     cuda::note_fallback(name, true);
     let mut mv = Mover::new(&args, &kwargs);
     let cargs: Vec<Value> = args.iter().map(|v| mv.value(v)).collect::<Result<_>>()?;

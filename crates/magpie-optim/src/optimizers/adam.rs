@@ -1,9 +1,9 @@
 //! `torch.optim.Adam` and `torch.optim.AdamW` (decoupled weight decay), with AMSGrad.
 
 use super::{adam_hyper, adam_moments, b, check, optimizer};
-use crate::core::{dev_buf, put, take, DevItem, Hyper, OptFloat, ParamGroup, ParamState};
-use magpie_core::backend::cuda::optim::{adam_step, adam_step_multi, AdamHyper, AdamItem};
-use magpie_core::{Result, Tensor};
+use crate::core::{dev_buf, put, take, DevItem, Hyper, OptFloat, OptimizerState, ParamGroup, ParamState};
+use magpie_core::backend::cuda::optim::{adam_step, adam_step_multi_dyn, AdamHyper, AdamItem};
+use magpie_core::{DType, Error, Result, Tensor};
 
 /// Adam's and AdamW's keyword arguments (`AdamConfig::default()` is Adam's defaults;
 /// `AdamConfig::adamw()` is AdamW's, with weight_decay 1e-2).
@@ -173,8 +173,17 @@ fn adam_update_dev(g: &ParamGroup, ps: &mut ParamState, p: &Tensor, grad: &Tenso
 
 /// The fused CUDA step of a whole group: multi-tensor launches (48 parameters each) when every
 /// parameter is at the same step count, else one kernel per parameter.
-fn adam_group_dev(g: &ParamGroup, items: &mut [DevItem], decoupled: bool) -> Result<()> {
+///
+/// The step's scalars go through `scalars` (3 f64 on the device, made on the first step): written
+/// from the host before the launch, except during a CUDA-graph capture, where the launch alone is
+/// recorded and the host state is not advanced ([`prepare_graphed`] does both before each replay).
+fn adam_group_dev(g: &ParamGroup, items: &mut [DevItem], scalars: &mut Option<Tensor>, decoupled: bool) -> Result<()> {
+    let op = if decoupled { "AdamW" } else { "Adam" };
     let steps_equal = items.windows(2).all(|w| w[0].ps.step == w[1].ps.step);
+    let capturing = items.first().is_some_and(|it| magpie_core::cuda_graph::is_current_stream_capturing(it.p.device()));
+    if capturing && !steps_equal {
+        return Err(Error::value(op, "a captured step needs every parameter of a group at the same step count (warm up with eager steps first)"));
+    }
     if !steps_equal {
         for it in items.iter_mut() {
             adam_update_dev(g, &mut it.ps, &it.p, &it.g, decoupled)?;
@@ -183,6 +192,7 @@ fn adam_group_dev(g: &ParamGroup, items: &mut [DevItem], decoupled: bool) -> Res
     }
     let Some(first) = items.first() else { return Ok(()) };
     let step = first.ps.step + 1.0;
+    let dev = first.p.device();
     let amsgrad = g.flag("amsgrad");
     let mut bufs = Vec::with_capacity(items.len());
     for it in items.iter_mut() {
@@ -192,20 +202,68 @@ fn adam_group_dev(g: &ParamGroup, items: &mut [DevItem], decoupled: bool) -> Res
         bufs.push((m, v, x));
     }
     let h = dev_hyper(g, step, decoupled);
+    let buf = match scalars.take() {
+        Some(t) if t.device() == dev => t,
+        _ if capturing => return Err(Error::value(op, "a captured step needs the optimizer's step scalars on the device: run one eager step before capturing")),
+        _ => Tensor::zeros_on(&[3], DType::F64, dev)?,
+    };
+    *scalars = Some(buf.clone());
+    if !capturing {
+        write_scalars(&buf, &h)?;
+    }
     let list: Vec<AdamItem> = items.iter().zip(&bufs).map(|(it, (m, v, x))| AdamItem { p: &it.p, g: &it.g, m, v, vmax: x.as_ref() }).collect();
-    adam_step_multi(&list, &h)?;
-    for it in items.iter_mut() {
-        it.ps.step = step;
+    adam_step_multi_dyn(&list, &h, Some(&buf))?;
+    if !capturing {
+        for it in items.iter_mut() {
+            it.ps.step = step;
+        }
     }
     Ok(())
 }
 
-fn adam_group(g: &ParamGroup, items: &mut [DevItem]) -> Result<()> {
-    adam_group_dev(g, items, false)
+/// Writes step `h`'s (step_size, bc2_sqrt, decay) into the group's device scalars.
+fn write_scalars(buf: &Tensor, h: &AdamHyper) -> Result<()> {
+    let v = Tensor::from_vec(vec![h.step_size, h.bc2_sqrt, 1.0 - h.lr * h.weight_decay], &[3])?;
+    buf.copy_(&v)?;
+    Ok(())
 }
 
-fn adamw_group(g: &ParamGroup, items: &mut [DevItem]) -> Result<()> {
-    adam_group_dev(g, items, true)
+/// [`crate::Optimizer::prepare_graphed_step`] for Adam and AdamW: for every group whose fused
+/// step was captured, the next step's scalars into its device tensor and the step counts of its
+/// parameters with gradients advanced by one.
+pub(crate) fn prepare_graphed(st: &mut OptimizerState) -> Result<()> {
+    let op = "prepare_graphed_step";
+    let _ng = magpie_core::autograd::no_grad();
+    let mut any = false;
+    for gi in 0..st.groups.len() {
+        let Some(Some(buf)) = st.group_scalars.get(gi).cloned() else { continue };
+        let g = st.groups[gi].clone();
+        let ids: Vec<usize> = g.params.iter().filter(|p| p.grad().is_some()).map(|p| p.id()).collect();
+        let steps: Vec<f64> = ids.iter().map(|id| st.state.get(id).map_or(0.0, |s| s.step)).collect();
+        let Some(&s0) = steps.first() else { continue };
+        if steps.iter().any(|&s| s != s0) {
+            return Err(Error::value(op, "the parameters of a group are at different step counts"));
+        }
+        let step = s0 + 1.0;
+        // `decoupled` does not change the three scalars
+        write_scalars(&buf, &dev_hyper(&g, step, true))?;
+        for id in ids {
+            st.state.entry(id).or_default().step = step;
+        }
+        any = true;
+    }
+    if !any {
+        return Err(Error::value(op, "no captured multi-tensor Adam/AdamW step: only Adam and AdamW on CUDA parameters can be replayed from a CUDA graph, after an eager step"));
+    }
+    Ok(())
+}
+
+fn adam_group(g: &ParamGroup, items: &mut [DevItem], scalars: &mut Option<Tensor>) -> Result<()> {
+    adam_group_dev(g, items, scalars, false)
+}
+
+fn adamw_group(g: &ParamGroup, items: &mut [DevItem], scalars: &mut Option<Tensor>) -> Result<()> {
+    adam_group_dev(g, items, scalars, true)
 }
 
 fn adam_dev(g: &ParamGroup, ps: &mut ParamState, p: &Tensor, grad: &Tensor) -> Result<()> {

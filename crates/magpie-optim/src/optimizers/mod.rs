@@ -4,7 +4,7 @@
 
 mod adadelta;
 mod adagrad;
-mod adam;
+pub(crate) mod adam;
 mod adamax;
 mod asgd;
 mod lbfgs;

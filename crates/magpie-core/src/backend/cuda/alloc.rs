@@ -27,10 +27,15 @@ pub struct MemoryStats {
     pub cache_hits: u64,
 }
 
+/// Free lists by size class: block addresses.
+type FreeLists = BTreeMap<usize, Vec<u64>>;
+
 /// Per-device allocator state.
 #[derive(Default)]
 pub struct Allocator {
-    free: Mutex<BTreeMap<usize, Vec<u64>>>,
+    free: Mutex<FreeLists>,
+    /// The pool of the capture under way on this device, if any.
+    capture: Mutex<Option<Arc<PoolInner>>>,
     allocated: AtomicUsize,
     peak: AtomicUsize,
     reserved: AtomicUsize,
@@ -52,11 +57,94 @@ pub fn size_class(bytes: usize) -> usize {
     bytes.div_ceil(step) * step
 }
 
-/// A block of device memory owned by one storage; back to its device's cache on drop.
+/// The blocks of a graph's private memory pool (`torch.cuda.graph_pool_handle()`).
+pub struct PoolInner {
+    free: Mutex<FreeLists>,
+    dev: Arc<CudaDevice>,
+}
+
+impl Drop for PoolInner {
+    fn drop(&mut self) {
+        // no graph and no block of the pool is left: its cached blocks serve everyone again
+        let mine = std::mem::take(&mut *self.free.lock().unwrap_or_else(|e| e.into_inner()));
+        let mut f = self.dev.alloc.free.lock().unwrap_or_else(|e| e.into_inner());
+        for (s, ps) in mine {
+            f.entry(s).or_default().extend(ps);
+        }
+    }
+}
+
+/// A private memory pool for CUDA graphs of one device. Clones share the pool (PyTorch's
+/// `pool=` argument of `torch.cuda.graph`): graphs captured into one pool may reuse each other's
+/// freed blocks, so they must be replayed in the order they were captured.
+#[derive(Clone)]
+pub struct MemPool(pub(crate) Arc<PoolInner>);
+
+impl std::fmt::Debug for MemPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "MemPool(cuda:{}, {} cached bytes)", self.0.dev.ordinal, self.cached_bytes())
+    }
+}
+
+impl MemPool {
+    /// A new, empty pool on `dev`.
+    pub fn new(dev: &Arc<CudaDevice>) -> MemPool {
+        MemPool(Arc::new(PoolInner { free: Mutex::new(BTreeMap::new()), dev: dev.clone() }))
+    }
+    /// The pool's device.
+    pub fn device(&self) -> &Arc<CudaDevice> {
+        &self.0.dev
+    }
+    /// Bytes of free blocks the pool keeps for its graphs.
+    pub fn cached_bytes(&self) -> usize {
+        self.0.free.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|(s, v)| s * v.len()).sum()
+    }
+    /// True when both handles name the same pool.
+    pub fn same(&self, other: &MemPool) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+/// Routes `dev`'s allocations and frees to `pool` until [`end_capture`] (one capture per device
+/// at a time).
+pub(crate) fn begin_capture(dev: &CudaDevice, pool: &MemPool, op: &str) -> Result<()> {
+    let mut c = dev.alloc.capture.lock().unwrap_or_else(|e| e.into_inner());
+    if c.is_some() {
+        return Err(crate::Error::device(op, format!("a CUDA graph is already being captured on cuda:{}", dev.ordinal)));
+    }
+    *c = Some(pool.0.clone());
+    Ok(())
+}
+
+/// Ends the routing of [`begin_capture`].
+pub(crate) fn end_capture(dev: &CudaDevice) {
+    *dev.alloc.capture.lock().unwrap_or_else(|e| e.into_inner()) = None;
+}
+
+/// True while a CUDA graph is being captured on `dev`.
+pub fn is_capturing(dev: &CudaDevice) -> bool {
+    dev.alloc.capture.lock().unwrap_or_else(|e| e.into_inner()).is_some()
+}
+
+/// An error naming `op` when a graph is being captured on `dev`: `what` (a host read, a
+/// synchronization, a CPU fallback) cannot be recorded into a graph, whose replay runs no host code.
+pub fn forbid_in_capture(dev: &CudaDevice, op: &str, what: &str) -> Result<()> {
+    if is_capturing(dev) {
+        return Err(crate::Error::device(
+            op,
+            format!("{what} cannot be captured into a CUDA graph (capture under way on cuda:{}): a replay runs only the queued GPU work; move it out of the captured region", dev.ordinal),
+        ));
+    }
+    Ok(())
+}
+
+/// A block of device memory owned by one storage; back to its device's cache (or its graph
+/// pool) on drop.
 pub struct Block {
     ptr: u64,
     size: usize,
     dev: Arc<CudaDevice>,
+    pool: Option<Arc<PoolInner>>,
 }
 
 impl std::fmt::Debug for Block {
@@ -87,7 +175,33 @@ impl Drop for Block {
         }
         let a = &self.dev.alloc;
         a.allocated.fetch_sub(self.size, Ordering::Relaxed);
-        a.free.lock().unwrap_or_else(|e| e.into_inner()).entry(self.size).or_default().push(self.ptr);
+        // a block freed during a capture may still be read by captured kernels: it joins the
+        // capture's pool (reusable only by that pool's captures) instead of the shared cache
+        let pool = self.pool.take().or_else(|| a.capture.lock().unwrap_or_else(|e| e.into_inner()).clone());
+        match pool {
+            Some(p) => p.free.lock().unwrap_or_else(|e| e.into_inner()).entry(self.size).or_default().push(self.ptr),
+            None => a.free.lock().unwrap_or_else(|e| e.into_inner()).entry(self.size).or_default().push(self.ptr),
+        }
+    }
+}
+
+/// This thread's stream-capture mode set to relaxed until dropped (then restored).
+struct RelaxedCapture(cudarc::driver::sys::CUstreamCaptureMode);
+
+impl RelaxedCapture {
+    fn new() -> RelaxedCapture {
+        let mut m = cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED;
+        // SAFETY: swaps a thread-local setting of the driver through a valid pointer.
+        unsafe { cudarc::driver::sys::cuThreadExchangeStreamCaptureMode(&mut m) };
+        RelaxedCapture(m)
+    }
+}
+
+impl Drop for RelaxedCapture {
+    fn drop(&mut self) {
+        let mut m = self.0;
+        // SAFETY: as in `new`; restores the mode saved there.
+        unsafe { cudarc::driver::sys::cuThreadExchangeStreamCaptureMode(&mut m) };
     }
 }
 
@@ -95,11 +209,15 @@ impl Drop for Block {
 /// else from the driver (emptying the cache and retrying once when the driver is out of memory).
 pub fn alloc(dev: &Arc<CudaDevice>, bytes: usize) -> Result<Block> {
     if bytes == 0 {
-        return Ok(Block { ptr: 0, size: 0, dev: dev.clone() });
+        return Ok(Block { ptr: 0, size: 0, dev: dev.clone(), pool: None });
     }
     let size = size_class(bytes);
     let a = &dev.alloc;
-    let cached = a.free.lock().unwrap_or_else(|e| e.into_inner()).get_mut(&size).and_then(|v| v.pop());
+    let pool = a.capture.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let cached = match &pool {
+        Some(p) => p.free.lock().unwrap_or_else(|e| e.into_inner()).get_mut(&size).and_then(|v| v.pop()),
+        None => a.free.lock().unwrap_or_else(|e| e.into_inner()).get_mut(&size).and_then(|v| v.pop()),
+    };
     let ptr = match cached {
         Some(p) => {
             a.cache_hits.fetch_add(1, Ordering::Relaxed);
@@ -107,15 +225,21 @@ pub fn alloc(dev: &Arc<CudaDevice>, bytes: usize) -> Result<Block> {
         }
         None => {
             dev.bind()?;
+            // During a capture, cuMemAlloc counts as a call that invalidates it unless this
+            // thread's capture mode is relaxed (the allocation is not part of the graph: the
+            // pool keeps the block for every replay), as PyTorch's allocator does.
+            let _relaxed = pool.as_ref().map(|_| RelaxedCapture::new());
             // SAFETY: plain device allocation in the current context.
             let p = match unsafe { result::malloc_sync(size) } {
                 Ok(p) => p,
-                Err(_) => {
+                Err(_) if pool.is_none() => {
                     empty_cache(dev)?;
                     unsafe { result::malloc_sync(size) }.map_err(|e| {
                         drv("alloc", format!("{e} (out of memory allocating {size} bytes; {} bytes allocated)", a.allocated.load(Ordering::Relaxed)))
                     })?
                 }
+                // during a capture the cache cannot be emptied (that synchronizes)
+                Err(e) => return Err(drv("alloc", format!("{e} (out of memory allocating {size} bytes during CUDA graph capture)"))),
             };
             a.driver_allocs.fetch_add(1, Ordering::Relaxed);
             a.reserved.fetch_add(size, Ordering::Relaxed);
@@ -124,11 +248,12 @@ pub fn alloc(dev: &Arc<CudaDevice>, bytes: usize) -> Result<Block> {
     };
     let now = a.allocated.fetch_add(size, Ordering::Relaxed) + size;
     a.peak.fetch_max(now, Ordering::Relaxed);
-    Ok(Block { ptr, size, dev: dev.clone() })
+    Ok(Block { ptr, size, dev: dev.clone(), pool })
 }
 
 /// Returns every cached (free) block of `dev` to the driver, after the stream has finished with them.
 pub fn empty_cache(dev: &CudaDevice) -> Result<()> {
+    forbid_in_capture(dev, "empty_cache", "emptying the allocator's cache (a synchronization)")?;
     let blocks: Vec<(usize, u64)> = {
         let mut f = dev.alloc.free.lock().unwrap_or_else(|e| e.into_inner());
         let v = f.iter().flat_map(|(s, ps)| ps.iter().map(move |p| (*s, *p))).collect();

@@ -48,6 +48,7 @@ impl CudaDevice {
     }
     /// Waits until all work queued on this device has finished.
     pub fn synchronize(&self) -> Result<()> {
+        super::alloc::forbid_in_capture(self, "synchronize", "waiting for the GPU (a synchronization)")?;
         self.bind()?;
         self.stream.synchronize().map_err(|e| drv("synchronize", e))
     }

@@ -49,6 +49,7 @@ pub fn or_on_cpu(x: &crate::Tensor, f: impl Fn(&crate::Tensor) -> crate::Result<
     match f(x) {
         Err(e) if x.device().is_cuda() && is_cpu_only_error(&e) => {
             let dev = x.device();
+            super::forbid_in_capture(e.op(), dev, "a CPU fallback (this op has no CUDA kernel)")?;
             f(&x.to_device(crate::Device::Cpu)?)?.to_device(dev)
         }
         r => r,
@@ -63,6 +64,7 @@ pub fn host_result(op: &str, out: crate::Tensor, dev: crate::Device) -> crate::R
     if !dev.is_cuda() {
         return Ok(out);
     }
+    super::forbid_in_capture(op, dev, "a CPU fallback (this op computes on the host)")?;
     note_fallback(op, true);
     let _ng = crate::autograd::no_grad();
     out.to_device(dev)

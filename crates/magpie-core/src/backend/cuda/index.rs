@@ -63,8 +63,15 @@ pub(super) fn flag(ord: usize) -> Result<Tensor> {
     full(ord, &[1], Scalar::Int(0), DType::I32)
 }
 
-/// Reads the flag back (waits for the stream) and fails like PyTorch when it was set.
+/// Reads the flag back (waits for the stream) and fails like PyTorch when it was set. During a
+/// CUDA graph capture nothing is read (a replay cannot stop for the host): the kernels skip
+/// out-of-range indices without reading or writing through them.
 fn check(op: &str, flag: &Tensor, lim: usize) -> Result<()> {
+    if let Device::Cuda(n) = flag.device() {
+        if super::alloc::is_capturing(&*super::device::device(op, n)?) {
+            return Ok(());
+        }
+    }
     let v: Vec<i32> = crate::backend::cpu::to_vec(&to_cpu(flag)?)?;
     if v.first().copied().unwrap_or(0) != 0 {
         return Err(Error::index(op, format!("index out of range in self (indices must be in [0, {lim}))")));
@@ -138,6 +145,36 @@ pub fn embedding(weight: &Tensor, indices: &Tensor) -> Result<Option<Tensor>> {
     let mut shape = indices.shape().to_vec();
     shape.push(w.shape()[1]);
     take_rows("embedding", &w, &idx, w.shape()[0], w.shape()[1], &shape).map(Some)
+}
+
+/// The gradient of `embedding` for a `[rows, d]` table: `g` (`[..., d]`, the gradient of the
+/// lookup) summed into the rows named by `indices` in index order, without atomics (so two runs,
+/// or an eager step and its CUDA-graph replay, give the same bits); the row `skip`
+/// (padding_idx) gets zeros. None when `g`'s dtype has no kernel.
+pub fn embedding_backward(g: &Tensor, indices: &Tensor, rows: usize, skip: Option<usize>) -> Result<Option<Tensor>> {
+    let op = "embedding_backward";
+    let Device::Cuda(ord) = g.device() else { return Ok(None) };
+    if !gather_supported(g.dtype()) || !g.dtype().is_float() || indices.device() != g.device() || g.ndim() == 0 {
+        return Ok(None);
+    }
+    let d = g.shape()[g.ndim() - 1];
+    let g = if g.is_contiguous() { g.clone() } else { contiguous(g)? };
+    let idx = as_i64(indices)?;
+    let idx = if idx.is_contiguous() { idx } else { contiguous(&idx)? };
+    if idx.numel() * d != g.numel() {
+        return Err(Error::shape(op, format!("gradient {:?} for {} indices of rows of {d}", g.shape(), idx.numel())));
+    }
+    let out = empty(op, ord, g.dtype(), &[rows, d])?;
+    if rows == 0 || d == 0 {
+        return Ok(Some(out));
+    }
+    let (gp, dev) = elem_ptr(op, &g)?;
+    let f = kfunc(&dev, KFile::Index, g.dtype(), "embedding_bwd_rows")?;
+    let mut a = Args::new();
+    let skip = skip.map_or(-1, |s| s as i64);
+    a.push(gp).push(elem_ptr(op, &idx)?.0).push(idx.numel() as i64).push(d as i64).push(rows as i64).push(skip).push(elem_ptr(op, &out)?.0);
+    launch(&dev, op, f, (rows.min(65535) as u32, 1, 1), (256, 1, 1), 0, &mut a)?;
+    Ok(Some(out))
 }
 
 /// Rows `idx` (contiguous i64) of the contiguous `[rows, d]` table `w`, as a tensor of `shape`.

@@ -29,6 +29,7 @@ pub unsafe fn dtoh<T: Copy + Default>(dev: &CudaDevice, src: u64, n: usize) -> R
     if n == 0 {
         return Ok(v);
     }
+    super::alloc::forbid_in_capture(dev, "memcpy", "a device-to-host copy")?;
     dev.bind()?;
     // SAFETY: the caller guarantees the source range; the stream is synchronized before `v` is used.
     unsafe { result::memcpy_dtoh_async(&mut v, src, dev.cu_stream()) }.map_err(|e| drv("memcpy", e))?;

@@ -78,6 +78,19 @@ pub(crate) use fallback::{is_cpu_only_error, note_fallback, cpu_only};
 
 use crate::{Device, Error, Result};
 
+/// An error naming `op` when a CUDA graph is being captured on `dev` (a GPU): `what` runs host
+/// code on device values (a host read, a CPU fallback), which a graph cannot replay.
+pub fn forbid_in_capture(op: &str, dev: Device, what: &str) -> Result<()> {
+    #[cfg(feature = "cuda")]
+    if let Device::Cuda(n) = dev {
+        if let Some(d) = device::opened().into_iter().find(|d| d.ordinal == n) {
+            return alloc::forbid_in_capture(&d, op, what);
+        }
+    }
+    let _ = (op, dev, what);
+    Ok(())
+}
+
 /// The error every CUDA request returns where CUDA cannot be used.
 pub fn unavailable(op: &str) -> Error {
     #[cfg(feature = "cuda")]

@@ -141,7 +141,51 @@ pub fn full(ordinal: usize, shape: &[usize], value: Scalar, dtype: DType) -> Res
 /// Writes `value` (cast to `dst`'s dtype) into every element of `dst`.
 pub fn fill(dst: &Tensor, value: Scalar) -> Result<()> {
     let one = Tensor::full_on(&[], value, dst.dtype(), Device::Cpu)?;
+    // during a CUDA-graph capture the host value cannot be uploaded (the captured copy would read
+    // the freed host buffer at every replay): a memset node carries the bit pattern instead
+    if let Device::Cuda(n) = dst.device() {
+        let dev = device("fill", n)?;
+        if super::alloc::is_capturing(&dev) && dst.is_contiguous() {
+            if let Some(()) = memset_fill(&dev, dst, &one)? {
+                return Ok(());
+            }
+        }
+    }
     copy_into(dst, &one)
+}
+
+/// Fills contiguous `dst` with the element of the 0-d host tensor `one` (same dtype) by a
+/// driver memset of its bit pattern: 1-, 2- and 4-byte elements, and 8-byte ones whose two
+/// halves are equal (0 among them). None when the pattern does not fit a memset.
+fn memset_fill(dev: &super::device::CudaDevice, dst: &Tensor, one: &Tensor) -> Result<Option<()>> {
+    use cudarc::driver::sys;
+    let n = dst.numel();
+    if n == 0 {
+        return Ok(Some(()));
+    }
+    let bytes: Vec<u8> = crate::with_dtype!(dst.dtype(), T, {
+        let v: Vec<T> = crate::backend::cpu::to_vec(one)?;
+        let size = std::mem::size_of::<T>();
+        // SAFETY: reads the `size` bytes of one initialised element of a plain Copy type.
+        unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, size) }.to_vec()
+    });
+    let (ptr, _) = super::kern::elem_ptr("fill", dst)?;
+    let stream = dev.cu_stream();
+    dev.bind()?;
+    // SAFETY: `ptr` addresses `n` contiguous elements of `dst`'s block on this device.
+    let r = unsafe {
+        match bytes.len() {
+            1 => sys::cuMemsetD8Async(ptr, bytes[0], n, stream),
+            2 => sys::cuMemsetD16Async(ptr, u16::from_le_bytes([bytes[0], bytes[1]]), n, stream),
+            4 => sys::cuMemsetD32Async(ptr, u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]), n, stream),
+            8 if bytes[..4] == bytes[4..] => sys::cuMemsetD32Async(ptr, u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]), 2 * n, stream),
+            _ => return Ok(None),
+        }
+    };
+    if r != sys::CUresult::CUDA_SUCCESS {
+        return Err(super::device::drv("fill", format!("{r:?}")));
+    }
+    Ok(Some(()))
 }
 
 /// A unary spec on a CUDA tensor; None when it has no CUDA kernel for this dtype (the caller

@@ -43,7 +43,7 @@ pub struct AdamItem<'a> {
 }
 
 #[cfg(feature = "cuda")]
-pub use imp::{adam_step, adam_step_multi, clip_scale_multi, sgd_step, sum_of_squares, zeros_like};
+pub use imp::{adam_step, adam_step_multi, adam_step_multi_dyn, clip_scale_multi, sgd_step, sum_of_squares, zeros_like};
 
 #[cfg(feature = "cuda")]
 mod imp {
@@ -200,8 +200,21 @@ mod imp {
     /// [`adam_step`] over many parameters sharing `h` (one group at one step count): one launch
     /// per 48 parameters.
     pub fn adam_step_multi(items: &[AdamItem], h: &AdamHyper) -> Result<()> {
+        adam_step_multi_dyn(items, h, None)
+    }
+
+    /// [`adam_step_multi`] whose per-step scalars (`step_size`, `bc2_sqrt` and the decay
+    /// `1 - lr * weight_decay`) are read by the kernel from `dyn`, a contiguous 3-element f64
+    /// tensor on the parameters' device, instead of `h`: a CUDA graph captures the launch once and
+    /// the host writes the next step's values into `dyn` before each replay.
+    pub fn adam_step_multi_dyn(items: &[AdamItem], h: &AdamHyper, dyn_scalars: Option<&Tensor>) -> Result<()> {
         let op = if h.decoupled { "AdamW" } else { "Adam" };
         let Some(first) = items.first() else { return Ok(()) };
+        let dyn_ptr = match dyn_scalars {
+            Some(t) if t.dtype() == DType::F64 && t.numel() == 3 && t.is_contiguous() && t.device() == first.p.device() => elem_ptr(op, t)?.0,
+            Some(t) => return Err(Error::value(op, format!("the step scalars must be 3 contiguous float64 values on {}, got {} {:?} on {}", first.p.device(), t.dtype(), t.shape(), t.device()))),
+            None => 0,
+        };
         ordinal(op, first.p)?;
         let mut grads = Vec::with_capacity(items.len());
         for it in items {
@@ -252,7 +265,7 @@ mod imp {
             let Some(dev) = dev else { continue };
             let f = kfunc(&dev, KFile::Optim, first.p.dtype(), "adam_step_multi")?;
             let mut a = Args::new();
-            a.push(l).push(hp);
+            a.push(l).push(hp).push(dyn_ptr);
             launch(&dev, op, f, (mt_blocks(&dev, max_n), chunk.len() as u32, 1), (256, 1, 1), 0, &mut a)?;
         }
         Ok(())
@@ -294,12 +307,30 @@ mod imp {
     pub fn sum_of_squares(ts: &[Tensor]) -> Result<Option<Tensor>> {
         let op = "clip_grad_norm_";
         let Some((ord, dt, ts)) = mt_inputs(ts)? else { return Ok(None) };
+        let dev = super::super::device::device(op, ord)?;
         let acc = empty(op, ord, DType::F64, &[])?;
-        super::super::ops::fill(&acc, crate::Scalar::Float(0.0))?;
-        let ap = elem_ptr(op, &acc)?.0;
-        mt_launch(op, "sumsq_multi", ord, dt, &ts, |a| {
-            a.push(ap);
-        })?;
+        // one partial sum per block, in launch order, then one fixed-order sum: reproducible bits
+        let chunks: Vec<(usize, u32)> = ts.chunks(MT_N).map(|c| (c.len(), mt_blocks(&dev, c.iter().map(|t| t.numel()).max().unwrap_or(0)))).collect();
+        let nparts: usize = chunks.iter().map(|&(n, b)| n * b as usize).sum();
+        let part = empty(op, ord, DType::F64, &[nparts.max(1)])?;
+        let (pp, _) = elem_ptr(op, &part)?;
+        let f = kfunc(&dev, KFile::Optim, dt, "sumsq_multi")?;
+        let mut base = 0usize;
+        for (chunk, &(n, blocks)) in ts.chunks(MT_N).zip(&chunks) {
+            let mut l = MtList::new();
+            for (j, t) in chunk.iter().enumerate() {
+                l.a[j] = elem_ptr(op, t)?.0;
+                l.n[j] = t.numel() as i64;
+            }
+            let mut a = Args::new();
+            a.push(l).push(pp + (base * 8) as u64);
+            launch(&dev, op, f, (blocks, n as u32, 1), (256, 1, 1), 0, &mut a)?;
+            base += n * blocks as usize;
+        }
+        let fs = kfunc(&dev, KFile::Optim, dt, "sum_partials")?;
+        let mut a = Args::new();
+        a.push(pp).push(nparts as i64).push(elem_ptr(op, &acc)?.0);
+        launch(&dev, op, fs, (1, 1, 1), (1024, 1, 1), 0, &mut a)?;
         Ok(Some(acc))
     }
 
@@ -341,6 +372,10 @@ mod no_cuda {
     pub fn adam_step_multi(_items: &[AdamItem], _h: &AdamHyper) -> Result<()> {
         Err(super::super::unavailable("Adam"))
     }
+    /// Without the CUDA backend there are no CUDA parameters to step.
+    pub fn adam_step_multi_dyn(_items: &[AdamItem], _h: &AdamHyper, _dyn: Option<&Tensor>) -> Result<()> {
+        Err(super::super::unavailable("Adam"))
+    }
     /// Never a CUDA tensor without the backend: nothing done.
     pub fn clip_scale_multi(_ts: &[Tensor], _sumsq: &Tensor, _max_norm: f64) -> Result<bool> {
         Ok(false)
@@ -355,4 +390,4 @@ mod no_cuda {
     }
 }
 #[cfg(not(feature = "cuda"))]
-pub use no_cuda::{adam_step, adam_step_multi, clip_scale_multi, sgd_step, sum_of_squares, zeros_like};
+pub use no_cuda::{adam_step, adam_step_multi, adam_step_multi_dyn, clip_scale_multi, sgd_step, sum_of_squares, zeros_like};

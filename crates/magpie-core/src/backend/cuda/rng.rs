@@ -15,6 +15,12 @@ pub fn supported(d: DType) -> bool {
     super::elementwise::ctype(d).is_some()
 }
 
+/// An error naming `op` while a CUDA graph is captured on `cuda:ord`: the draw's (seed, offset)
+/// would be frozen into the graph, so every replay would repeat the same numbers.
+fn forbid_capture(op: &str, ord: usize) -> Result<()> {
+    super::forbid_in_capture(op, crate::Device::Cuda(ord), "a random draw (its Philox seed and offset would be fixed in the graph)")
+}
+
 /// Takes `blocks` Philox blocks from the default generator: its (seed, offset) before.
 fn take(blocks: u64) -> (u64, u64) {
     with_default_generator(|g| {
@@ -25,6 +31,7 @@ fn take(blocks: u64) -> (u64, u64) {
 }
 
 fn gen(kernel: &'static str, ord: usize, shape: &[usize], dt: DType, a0: f64, a1: f64) -> Result<Tensor> {
+    forbid_capture(kernel, ord)?;
     let out = empty(kernel, ord, dt, shape)?;
     let n = out.numel();
     // uniform(n) draws 2n words (n / 2 blocks); normal(n) draws ceil(n / 2) * 2 uniforms: same count
@@ -53,6 +60,7 @@ pub fn normal(ord: usize, shape: &[usize], dt: DType, mean: f64, std: f64) -> Re
 /// Elementwise `U < p` (1 or 0 in `dt`) of `shape` on `cuda:ord`, for a scalar `p`.
 pub fn bernoulli_scalar(ord: usize, shape: &[usize], dt: DType, p: f64) -> Result<Tensor> {
     let op = "rng_bernoulli";
+    forbid_capture("bernoulli", ord)?;
     let out = empty(op, ord, dt, shape)?;
     let n = out.numel();
     let (seed, offset) = take(n.div_ceil(2) as u64);
@@ -87,6 +95,7 @@ pub fn dropout(x: &Tensor, p: f64, state: Option<DropoutState>) -> Result<(Tenso
     let st = match state {
         Some(s) => s,
         None => {
+            forbid_capture("dropout", ord)?;
             let (seed, offset) = take(n.div_ceil(2) as u64);
             DropoutState { seed, offset, p }
         }

@@ -59,6 +59,8 @@ impl CudaStorage {
     /// Copies a host storage to a new device storage on `cuda:ordinal` (queued on its stream).
     pub fn upload(ordinal: usize, src: &CpuStorage) -> Result<CudaStorage> {
         let dev = device::device("to", ordinal)?;
+        // a captured copy would read the host buffer again at every replay, after it was freed
+        super::alloc::forbid_in_capture(&dev, "to", "a copy of host data to the GPU (copy into a static input tensor before replaying instead)")?;
         let st = CudaStorage::alloc(&dev, src.dtype(), src.len())?;
         if !st.is_empty() {
             crate::with_dtype!(src.dtype(), T, {
@@ -76,6 +78,7 @@ impl CudaStorage {
             return Err(Error::index("to", format!("elements {start}..{} of a storage of {}", start.saturating_add(n), self.len)));
         }
         let dev = self.cuda_device();
+        super::alloc::forbid_in_capture(dev, "to", "a host read of CUDA values (item(), tolist(), .to(\"cpu\") or an op that reads its inputs on the host)")?;
         dev.bind()?;
         Ok(crate::with_dtype!(self.dtype, T, {
             let mut v = vec![T::default(); n];

@@ -61,6 +61,13 @@ pub fn embedding(idx: &Tensor, w: &Tensor, padding_idx: Option<i64>, max_norm: O
         if let Some(out) = crate::backend::cuda::index::embedding(w, idx)? {
             let idx_c = idx.clone();
             autograd::record("Embedding", &[w], &[out.clone()], move |_, g| {
+                // first-order: the deterministic row-sum kernel (no atomics); to be differentiated
+                // again: the index_add composite below
+                if !autograd::is_grad_enabled() {
+                    if let Some(gw) = crate::backend::cuda::index::embedding_backward(&g[0], &idx_c, n, pad)? {
+                        return Ok(vec![Some(gw)]);
+                    }
+                }
                 // rows of the gradient added at their indices; the padding row gets none
                 let flat_i = idx_c.reshape(&[-1])?;
                 let mut gf = g[0].reshape(&[-1, d as i64])?;

@@ -41,3 +41,51 @@ extern "C" __global__ void take_rows(const T* __restrict__ w, T* __restrict__ ou
     }
 }
 
+
+// Embedding backward without atomics: out[r, :] = sum of g[i, :] over the positions i with
+// idx[i] == r, added in index order (bitwise reproducible run to run, and the CPU kernel's order),
+// zeros for rows without hits and for the row `skip` (padding_idx; -1 for none). Block b owns
+// rows b, b + gridDim.x, ...; per row it walks the indices in chunks of 256, collects the
+// matching positions of a chunk in order (warp ballots), then every thread adds them for its
+// columns. Needs blockDim.x == 256.
+extern "C" __global__ void embedding_bwd_rows(const T* __restrict__ g, const i64* __restrict__ idx, i64 nidx, i64 d,
+                                              i64 rows, i64 skip, T* __restrict__ out) {
+    __shared__ int hits[256];
+    __shared__ int wcount[8];
+    const int t = threadIdx.x, lane = t & 31, w = t >> 5;
+    for (i64 r = blockIdx.x; r < rows; r += gridDim.x) {
+        for (i64 c0 = 0; c0 < d; c0 += 4 * 256) {
+            A acc[4] = {(A)0, (A)0, (A)0, (A)0};
+            if (r != skip) {
+                for (i64 k0 = 0; k0 < nidx; k0 += 256) {
+                    const i64 k = k0 + t;
+                    const bool m = k < nidx && idx[k] == r;
+                    const unsigned mask = __ballot_sync(0xffffffffu, m);
+                    if (lane == 0) wcount[w] = __popc(mask);
+                    __syncthreads();
+                    int before = 0, total = 0;
+                    for (int j = 0; j < 8; j++) {
+                        before += j < w ? wcount[j] : 0;
+                        total += wcount[j];
+                    }
+                    if (m) hits[before + __popc(mask & ((1u << lane) - 1u))] = (int)t;
+                    __syncthreads();
+                    for (int j = 0; j < total; j++) {
+                        const i64 row = k0 + hits[j];
+#pragma unroll
+                        for (int q = 0; q < 4; q++) {
+                            const i64 c = c0 + q * 256 + t;
+                            if (c < d) acc[q] += (A)Ty<T>::ld(g[row * d + c]);
+                        }
+                    }
+                    __syncthreads();
+                }
+            }
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                const i64 c = c0 + q * 256 + t;
+                if (c < d) out[r * d + c] = Ty<T>::st(acc[q]);
+            }
+        }
+    }
+}

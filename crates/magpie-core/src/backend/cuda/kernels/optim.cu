@@ -90,7 +90,9 @@ struct MtAdam {
     int decoupled, maximize;
 };
 
-extern "C" __global__ void adam_step_multi(const MtList l, const MtAdam h) {
+// `dyn`: null, or the step's (step_size, bc2_sqrt, decay) in device memory, which then replace
+// h's: a CUDA graph replays one capture for every step while the host writes them per step.
+extern "C" __global__ void adam_step_multi(const MtList l, const MtAdam h, const double* dyn) {
     const int t = blockIdx.y;
     T* __restrict__ p = (T*)l.a[t];
     const T* __restrict__ g = (const T*)l.b[t];
@@ -98,14 +100,16 @@ extern "C" __global__ void adam_step_multi(const MtList l, const MtAdam h) {
     T* __restrict__ v = (T*)l.d[t];
     T* __restrict__ vmax = (T*)l.e[t];
     const i64 n = l.n[t];
-    const A step_size = (A)h.step_size, bc2_sqrt = (A)h.bc2_sqrt, w1 = (A)h.w1, b2 = (A)h.b2, w2 = (A)h.w2, decay = (A)h.decay,
-            wd = (A)h.wd, eps = (A)h.eps;
+    const A step_size = (A)(dyn ? dyn[0] : h.step_size), bc2_sqrt = (A)(dyn ? dyn[1] : h.bc2_sqrt), w1 = (A)h.w1, b2 = (A)h.b2,
+            w2 = (A)h.w2, decay = (A)(dyn ? dyn[2] : h.decay), wd = (A)h.wd, eps = (A)h.eps;
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x)
         adam_elem(p, g, m, v, vmax, i, step_size, bc2_sqrt, w1, b2, w2, decay, wd, eps, h.wd != 0.0, h.decoupled, h.maximize);
 }
 
-// acc[0] += sum of squares of every listed tensor (l.a).
-extern "C" __global__ void sumsq_multi(const MtList l, double* acc) {
+// part[blockIdx.y * gridDim.x + blockIdx.x] = this block's sum of squares of listed tensor
+// blockIdx.y (l.a); every block writes its slot, so sum_partials can add them in a fixed order
+// (no atomics: the norm, and so clipping, is bitwise reproducible).
+extern "C" __global__ void sumsq_multi(const MtList l, double* part) {
     __shared__ double sm[32];
     const T* __restrict__ x = (const T*)l.a[blockIdx.y];
     const i64 n = l.n[blockIdx.y];
@@ -115,7 +119,16 @@ extern "C" __global__ void sumsq_multi(const MtList l, double* acc) {
         s += v * v;
     }
     s = block_reduce<OpSum<double> >(s, sm);
-    if (threadIdx.x == 0 && s != 0.0) atomicAdd(acc, s);
+    if (threadIdx.x == 0) part[(i64)blockIdx.y * gridDim.x + blockIdx.x] = s;
+}
+
+// acc[0] = part[0] + ... + part[n - 1] in a fixed order (one block).
+extern "C" __global__ void sum_partials(const double* __restrict__ part, i64 n, double* acc) {
+    __shared__ double sm[32];
+    double s = 0;
+    for (i64 i = threadIdx.x; i < n; i += blockDim.x) s += part[i];
+    s = block_reduce<OpSum<double> >(s, sm);
+    if (threadIdx.x == 0) acc[0] = s;
 }
 
 // clip_grad_norm_'s scaling without a host read: coef = min(max_norm / (sqrt(acc[0]) + 1e-6), 1),
