@@ -272,3 +272,23 @@ fn unique_search_histogram() {
     let h = t64(&[0.0, 1.0, 1.5, 2.0, 5.0, -1.0], &[6]).histc(4, 0.0, 2.0).unwrap();
     assert_eq!(h.to_vec::<f64>().unwrap(), vec![1.0, 0.0, 1.0, 2.0]);
 }
+
+/// Dims listed in descending or mixed order (`x.sum((-1, -3))`) reduce and differentiate as the
+/// sorted list does, for every reduction whose backward re-inserts the reduced dims.
+#[test]
+fn reductions_over_unsorted_dims() {
+    let x: Vec<f64> = (0..24).map(|i| (i as f64 * 0.37).sin() + 1.5).collect();
+    let shape = [2, 3, 4];
+    for dims in [[-1i64, -2], [2, 0]] {
+        let mut sorted = dims.to_vec();
+        sorted.sort_by_key(|&d| (d + 3) % 3);
+        let a = t64(&x, &shape).sum_dims(Some(&dims), false, None).unwrap().to_vec::<f64>().unwrap();
+        let b = t64(&x, &shape).sum_dims(Some(&sorted), false, None).unwrap().to_vec::<f64>().unwrap();
+        close(&a, &b, 1e-12);
+        gradcheck(&x, &shape, |t| t.sum_dims(Some(&dims), false, None));
+        gradcheck(&x, &shape, |t| t.mean_dims(Some(&dims), false, None));
+        gradcheck(&x, &shape, |t| t.var_dims(Some(&dims), 1.0, false));
+        gradcheck(&x, &shape, |t| t.amax(&dims, false));
+        gradcheck(&x, &shape, |t| t.logsumexp(&dims, false));
+    }
+}

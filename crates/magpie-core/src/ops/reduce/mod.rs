@@ -69,7 +69,13 @@ pub(crate) fn reduce_dims(op: &str, t: &Tensor, dims: Option<&[i64]>) -> Result<
     match dims {
         None => Ok((0..t.ndim()).collect()),
         Some([]) => Ok((0..t.ndim()).collect()),
-        Some(d) => wrap_dims(op, d, t.ndim()),
+        Some(d) => {
+            // ascending, so that backward rules re-inserting reduced dims with `unsqueeze` (and
+            // kernels walking them) see the same order however the caller listed them
+            let mut v = wrap_dims(op, d, t.ndim())?;
+            v.sort_unstable();
+            Ok(v)
+        }
     }
 }
 
