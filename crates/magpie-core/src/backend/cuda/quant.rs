@@ -1,7 +1,8 @@
 //! Host side of the quantized decode GEMV (`kernels/quant_gemv.cu`): `y[m, n] = x[m, k] · Wᵀ`
 //! for 1..=8 activation rows, W `[n, k]` in GGUF blocks (Q8_0, Q4_0, Q4_K, Q6_K) on the device,
-//! x and y f32, f16 or bf16 (y in x's dtype), f32 accumulation. On raw device buffers, for
-//! engines that own them, and on `CudaStorage`s with x's layout.
+//! x and y f32, f16 or bf16 (y in x's dtype), f32 accumulation; and W's dequantization to
+//! f32/f16/bf16 on the device (for prefill-sized inputs, multiplied by cuBLAS). On raw device
+//! buffers, for engines that own them, and on `CudaStorage`s with x's layout.
 
 use super::device::CudaDevice;
 use super::kern::{kfunc, KFile};
@@ -12,9 +13,21 @@ use crate::{DType, Error, Layout, Result};
 
 /// The most activation rows one launch takes.
 pub const MAX_ROWS: usize = 8;
-/// Warps per thread block and weight rows per warp (`QG_WARPS`, `QG_NR` in the kernel).
-const WARPS: usize = 8;
-const ROWS_PER_WARP: usize = 2;
+/// Most threads per block (`QG_MAXW` warps in the kernel).
+const MAX_THREADS: usize = 256;
+
+/// Weight rows per thread block for `m` activation rows (`QG_NR` in the kernel).
+fn rows_per_block(m: usize) -> usize {
+    if m <= 2 {
+        4
+    } else {
+        2
+    }
+}
+
+/// Weights per thread-unit of work (`UNITS` per block in the kernel: Q4_K 8 units of 32, Q6_K
+/// 8 of 32, Q8_0 / Q4_0 one block of 32).
+const UNIT_ELEMS: usize = 32;
 
 /// What one GEMV computes.
 #[derive(Clone, Copy, Debug)]
@@ -66,7 +79,8 @@ impl QuantGemv {
 }
 
 /// Queues the GEMV on `dev`'s stream: `w` (W's blocks), `x` (m rows of k values, row stride
-/// `ldx` elements), `y` (m rows of n values, row stride `ldy`).
+/// `ldx` elements), `y` (m rows of n values, row stride `ldy`). x's rows are read with 16-byte
+/// loads: `x` must be 16-byte aligned and `ldx` a multiple of 8 (an error otherwise).
 ///
 /// # Safety
 /// `w` must address W's `n * k / block * block_bytes` bytes (16-byte aligned for Q4_K, 2-byte
@@ -79,17 +93,19 @@ pub unsafe fn quant_gemv_raw(dev: &CudaDevice, g: &QuantGemv, w: u64, x: u64, ld
     if !w.is_multiple_of(align) {
         return Err(Error::value(op, format!("{} weights must be {align}-byte aligned on the device", g.ty)));
     }
-    if !x.is_multiple_of(g.dtype.size() as u64) || !y.is_multiple_of(g.dtype.size() as u64) || ldx < g.k || ldy < g.n {
-        return Err(Error::value(op, "x and y must be aligned to their dtype with row strides of at least k and n"));
+    if !x.is_multiple_of(16) || !ldx.is_multiple_of(8) || !y.is_multiple_of(g.dtype.size() as u64) || ldx < g.k || ldy < g.n {
+        return Err(Error::value(op, "x must be 16-byte aligned with a row stride that is a multiple of 8 and at least k, y aligned to its dtype with a row stride of at least n"));
     }
     if g.n == 0 {
         return Ok(());
     }
     let f = kfunc(dev, KFile::Quant, g.dtype, g.kernel())?;
-    let per_block = WARPS * ROWS_PER_WARP;
+    // threads: a row's units in one pass where they fit in 256 (K up to 8192), a few passes above
+    let threads = (g.k / UNIT_ELEMS).next_multiple_of(32).clamp(32, MAX_THREADS);
+    let blocks = g.n.div_ceil(rows_per_block(g.m));
     let mut a = Args::new();
     a.push(w).push(x).push(y).push(g.n as i32).push(g.k as i32).push(ldx as i64).push(ldy as i64);
-    launch(dev, op, f, (g.n.div_ceil(per_block) as u32, 1, 1), ((32 * WARPS) as u32, 1, 1), 0, &mut a)
+    launch(dev, op, f, (blocks as u32, 1, 1), (threads as u32, 1, 1), 0, &mut a)
 }
 
 /// [`quant_gemv_raw`] on storages: `w` holds W's blocks (u8), `x` the activations at
@@ -122,4 +138,38 @@ pub fn quant_gemv(g: &QuantGemv, w: &CudaStorage, x: &CudaStorage, x_layout: &La
     // own allocation (storages are whole allocator blocks, so distinct base addresses do not
     // overlap).
     unsafe { quant_gemv_raw(x.cuda_device(), g, w.ptr(), x.ptr() + x_layout.offset as u64 * es, ldx, y.ptr(), g.n) }
+}
+
+/// Queues W's dequantization on `dev`'s stream: `out` receives the `n x k` weights row-major as
+/// `dtype` (f32, f16 or bf16), equal to the CPU dequantizer's f32 values rounded to `dtype`.
+///
+/// # Safety
+/// `w` must address W's `n * k / block * block_bytes` bytes and `out` `n * k` values of `dtype`
+/// of live device memory of `dev`, not overlapping.
+pub unsafe fn dequantize_raw(dev: &CudaDevice, ty: QuantType, dtype: DType, n: usize, k: usize, w: u64, out: u64) -> Result<()> {
+    let op = "quant_dequantize";
+    if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
+        return Err(Error::dtype(op, format!("dequantizes to float32, float16 or bfloat16, got {dtype}")));
+    }
+    ty.matrix_bytes(op, n, k)?;
+    if !w.is_multiple_of(2) || !out.is_multiple_of(dtype.size() as u64) {
+        return Err(Error::value(op, "weights must be 2-byte aligned and the output aligned to its dtype"));
+    }
+    // one thread per run of 32 weights (a block of Q8_0 / Q4_0, a sub-block of the K-quants)
+    let runs = n * k / 32;
+    if runs == 0 {
+        return Ok(());
+    }
+    let name = match ty {
+        QuantType::Q8_0 => "quant_dequant_q8_0",
+        QuantType::Q4_0 => "quant_dequant_q4_0",
+        QuantType::Q4_K => "quant_dequant_q4_k",
+        QuantType::Q6_K => "quant_dequant_q6_k",
+    };
+    let f = kfunc(dev, KFile::Quant, dtype, name)?;
+    let mut a = Args::new();
+    a.push(w).push(out).push(runs as i64);
+    let threads = 256usize;
+    let blocks = u32::try_from(runs.div_ceil(threads)).map_err(|_| Error::shape(op, format!("{n}x{k} is too large for one launch")))?;
+    launch(dev, op, f, (blocks, 1, 1), (threads as u32, 1, 1), 0, &mut a)
 }
