@@ -7,9 +7,10 @@
 //!     load-bench time st|gguf|st-tensors|pt PATH
 //!         one JSON line: open_ms (file to model / tensors), forward_ms (the first forward of one
 //!         token on the CPU, float32; st and gguf only), total_ms, peak RSS
-//!     load-bench decode FILE.gguf [--new 64] [--dtype bfloat16]
-//!         greedy decoding on cuda:0 (quantized layers on the quantized GEMV): tok/s from the
-//!         first new token to the last, and the bytes each step must read (the bandwidth floor)
+//!     load-bench decode FILE.gguf [--new 64] [--dtype bfloat16] [--dense]
+//!         greedy decoding on cuda:0 (quantized layers on the quantized GEMV; with --dense every
+//!         weight dequantized to --dtype on load): tok/s from the first new token to the last,
+//!         and the weight bytes each step must read (the bandwidth floor)
 //!
 //! `benchmark/load/run.sh` runs it next to the Python loaders and writes results.md.
 
@@ -188,11 +189,11 @@ fn time(kind: &str, path: &Path) -> Result<()> {
     Ok(())
 }
 
-fn decode(path: &Path, new: usize, dtype: DType) -> Result<()> {
+fn decode(path: &Path, new: usize, dtype: DType, dense: bool) -> Result<()> {
     let _g = no_grad();
     let gpu = Device::Cuda(0);
     let t = Instant::now();
-    let m = AutoModel::load(path, &LoadOptions { dtype, device: gpu })?;
+    let m = AutoModel::from_gguf_with(path, &LoadOptions { dtype, device: gpu }, !dense)?;
     let load_s = t.elapsed().as_secs_f64();
     let lm = m.as_causal_lm().ok_or_else(|| err("not a decoder"))?;
     // bytes one decode step reads: every quantized layer's blocks and every dense parameter
@@ -213,7 +214,7 @@ fn decode(path: &Path, new: usize, dtype: DType) -> Result<()> {
     })?;
     let steady = first.map_or(0.0, |f| (last - f).as_secs_f64());
     let tok_s = (out[0].len().saturating_sub(1)) as f64 / steady;
-    println!("{}", json!({"file": path.display().to_string(), "dtype": dtype.name(), "load_s": load_s, "new_tokens": out[0].len(), "decode_tok_s": tok_s, "ms_per_token": 1e3 / tok_s, "weight_bytes_per_step": step_bytes}));
+    println!("{}", json!({"file": path.display().to_string(), "dtype": dtype.name(), "weights": if dense { "dequantized" } else { "quantized" }, "load_s": load_s, "new_tokens": out[0].len(), "decode_tok_s": tok_s, "ms_per_token": 1e3 / tok_s, "weight_bytes_per_step": step_bytes}));
     Ok(())
 }
 
@@ -242,7 +243,7 @@ fn run() -> Result<()> {
                 "float16" => DType::F16,
                 d => return Err(err(format!("--dtype {d} is not float32, bfloat16 or float16"))),
             };
-            decode(Path::new(&pos(1)?), new, dtype)
+            decode(Path::new(&pos(1)?), new, dtype, args.iter().any(|a| a == "--dense"))
         }
         c => Err(err(format!("unknown command '{c}' (make, time, decode)"))),
     }

@@ -81,9 +81,10 @@ fn quant_gemv_matches_the_cpu_kernel() {
     let mut rng = Rng::new(17);
     for ty in QuantType::ALL {
         let be = ty.block_elems();
-        // K: one block; 160 units per row (one pass of 160 threads); 288 units (two passes of
-        // 256); odd n, not a multiple of the rows per thread block
-        for (n, k) in [(77, be), (131, 5120), (33, 4 * be), (19, 9216)] {
+        // K: one block; 80-160 units per row (one pass); 144-288 units (two passes of 256 threads);
+        // odd n, not a multiple of the rows per thread block; a tall matrix (one-row launches
+        // take 8 rows per block from 32768 rows)
+        for (n, k) in [(77, be), (131, 5120), (33, 4 * be), (19, 9216), (32771, 256)] {
             let w = random_blocks(ty, n, k, &mut rng);
             let wd = dequantize_rows(ty, &w, n, k).unwrap();
             let bias = bias_of(ty, &w);

@@ -9,7 +9,7 @@ use crate::config::{Architecture, LlamaConfig};
 use crate::hub::{Init, LoadOptions, WeightSource};
 use crate::llama::LlamaForCausalLM;
 use magpie_core::quant::QuantMatrix;
-use magpie_core::{Device, Error, Result, Tensor};
+use magpie_core::{Error, Result, Tensor};
 use magpie_io::gguf::GgufFile;
 use serde_json::{json, Value};
 use std::collections::HashSet;

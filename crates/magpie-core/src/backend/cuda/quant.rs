@@ -16,18 +16,27 @@ pub const MAX_ROWS: usize = 8;
 /// Most threads per block (`QG_MAXW` warps in the kernel).
 const MAX_THREADS: usize = 256;
 
-/// Weight rows per thread block for `m` activation rows (`QG_NR` in the kernel).
-fn rows_per_block(m: usize) -> usize {
-    if m <= 2 {
-        4
-    } else {
-        2
+/// One-row launches of matrices with at least this many rows take 8 weight rows per thread block
+/// (the `_r1w8` kernels: x's loads and conversions shared by twice the rows; blocks stay plentiful).
+const TALL: usize = 32768;
+
+/// Weight rows per thread block for `m` activation rows and `n` weight rows (`QG_NR` in the
+/// kernel, 8 for the `_r1w8` kernels).
+fn rows_per_block(m: usize, n: usize) -> usize {
+    match m {
+        1 if n >= TALL => 8,
+        1 | 2 => 4,
+        _ => 2,
     }
 }
 
-/// Weights per thread-unit of work (`UNITS` per block in the kernel: Q4_K 8 units of 32, Q6_K
-/// 8 of 32, Q8_0 / Q4_0 one block of 32).
-const UNIT_ELEMS: usize = 32;
+/// Weights per thread-unit of work (`ELEMS / UNITS` in the kernel).
+fn unit_elems(ty: QuantType) -> usize {
+    match ty {
+        QuantType::Q4_K => 64,
+        QuantType::Q6_K | QuantType::Q8_0 | QuantType::Q4_0 => 32,
+    }
+}
 
 /// What one GEMV computes.
 #[derive(Clone, Copy, Debug)]
@@ -50,6 +59,8 @@ const NAMES: [[&str; MAX_ROWS]; 4] = [
     ["quant_gemv_q4_k_r1", "quant_gemv_q4_k_r2", "quant_gemv_q4_k_r3", "quant_gemv_q4_k_r4", "quant_gemv_q4_k_r5", "quant_gemv_q4_k_r6", "quant_gemv_q4_k_r7", "quant_gemv_q4_k_r8"],
     ["quant_gemv_q6_k_r1", "quant_gemv_q6_k_r2", "quant_gemv_q6_k_r3", "quant_gemv_q6_k_r4", "quant_gemv_q6_k_r5", "quant_gemv_q6_k_r6", "quant_gemv_q6_k_r7", "quant_gemv_q6_k_r8"],
 ];
+
+const TALL_NAMES: [&str; 4] = ["quant_gemv_q8_0_r1w8", "quant_gemv_q4_0_r1w8", "quant_gemv_q4_k_r1w8", "quant_gemv_q6_k_r1w8"];
 
 impl QuantGemv {
     /// Checks the sizes and dtype; returns W's byte size.
@@ -74,6 +85,9 @@ impl QuantGemv {
             QuantType::Q4_K => 2,
             QuantType::Q6_K => 3,
         };
+        if rows_per_block(self.m, self.n) == 8 {
+            return TALL_NAMES[t];
+        }
         NAMES[t][self.m - 1]
     }
 }
@@ -101,8 +115,8 @@ pub unsafe fn quant_gemv_raw(dev: &CudaDevice, g: &QuantGemv, w: u64, x: u64, ld
     }
     let f = kfunc(dev, KFile::Quant, g.dtype, g.kernel())?;
     // threads: a row's units in one pass where they fit in 256 (K up to 8192), a few passes above
-    let threads = (g.k / UNIT_ELEMS).next_multiple_of(32).clamp(32, MAX_THREADS);
-    let blocks = g.n.div_ceil(rows_per_block(g.m));
+    let threads = (g.k / unit_elems(g.ty)).next_multiple_of(32).clamp(32, MAX_THREADS);
+    let blocks = g.n.div_ceil(rows_per_block(g.m, g.n));
     let mut a = Args::new();
     a.push(w).push(x).push(y).push(g.n as i32).push(g.k as i32).push(ldx as i64).push(ldy as i64);
     launch(dev, op, f, (blocks as u32, 1, 1), (threads as u32, 1, 1), 0, &mut a)

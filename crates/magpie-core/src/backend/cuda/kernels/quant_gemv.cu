@@ -5,11 +5,12 @@
 //
 // Layout of the GEMV (chosen to keep enough bytes in flight per SM and few instructions per
 // weight; the memory floor of Q4_K asks ~25 weights per clock per SM of an H100):
-// - a thread block owns NR consecutive weight rows (NR = 4 for 1-2 activation rows, else 2) and
-//   all of K; its threads (a multiple of 32, at most 256, set by the host to cover a row's units
-//   in one or a few passes) take the row's "units" in turn: Q4_K 16 bytes of nibbles (32
-//   weights, one 16-byte load), Q6_K 32 weights, Q8_0 / Q4_0 one block of 32. A thread loads its
-//   unit of all NR rows before using any, so NR independent loads are in flight per thread;
+// - a thread block owns NR consecutive weight rows (NR = 4 for 1-2 activation rows, else 2; 8
+//   for one row of a tall matrix, where blocks are plentiful) and all of K; its threads (a
+//   multiple of 32, at most 256, set by the host to cover a row's units in one or a few passes)
+//   take the row's "units" in turn: Q4_K 32 bytes of nibbles (64 weights, two 16-byte loads, one
+//   scale unpacking), Q6_K 32 weights, Q8_0 / Q4_0 one block of 32. A thread loads its unit of
+//   all NR rows before using any, so 2-3 NR independent loads are in flight per thread;
 // - x is read straight from global memory (L1/L2-resident, 16-byte loads, converted to f32 in
 //   registers) once per unit and used for the NR rows; no shared-memory staging, no barriers
 //   but the final one;
@@ -20,7 +21,7 @@
 // - the per-thread sums are reduced with warp shuffles, then across warps in shared memory.
 
 #define QG_MAXW 8
-#define QG_NR(R) ((R) <= 2 ? 4 : 2)
+#define QG_NR(R) ((R) <= 2 ? 4 : 2)  // weight rows per block; one-row launches of tall matrices take 8 (`_w8`)
 
 // 128 + q for the byte `i` (0..3) of `v` holding q < 64
 #define QG_B(v, i) __uint_as_float(__byte_perm((v), 0x43000000u, 0x7044u | ((i) << 8)))
@@ -71,43 +72,42 @@ __device__ __forceinline__ float qg_sum8(const float (&x)[8]) {
 // Each type: `load` fetches unit (b, j) of the NR rows into registers, `dot` adds its products
 // with the R x rows to acc. Element indices are within the row.
 
-// Q4_K: unit j of super-block b = qs bytes 16j..16j+15: low nibbles are elements
-// 256b + 64c + 16h + (0..15) of sub-block 2c, high nibbles the same + 32 of sub-block 2c + 1
-// (c = j / 2, h = j % 2). W = (d * sc) * q - dmin * m.
+// Q4_K: unit j (0..3) of super-block b = qs bytes 32j..32j+31: low nibbles are elements
+// 256b + 64j + (0..31) of sub-block 2j, high nibbles 256b + 64j + 32 + (0..31) of sub-block
+// 2j + 1. W = (d * sc) * q - dmin * m. A thread's j is fixed (tid % 4), and the 6-bit scales
+// are unpacked four at a time in registers (no branch on j), once per 64 weights and row.
 template <int NR>
 struct Q4K {
-    static const int ELEMS = 256, BYTES = 144, UNITS = 8;
-    uint4 h[NR], q[NR];
+    static const int ELEMS = 256, BYTES = 144, UNITS = 4;
+    uint4 h[NR], qa[NR], qb[NR];
     __device__ __forceinline__ void load(const u8* const* rows, int b, int j) {
 #pragma unroll
         for (int i = 0; i < NR; i++) {
             const u8* p = rows[i] + (long long)b * BYTES;
             h[i] = __ldg((const uint4*)p);
-            q[i] = __ldg((const uint4*)(p + 16 + 16 * j));
+            qa[i] = __ldg((const uint4*)(p + 16 + 32 * j));
+            qb[i] = __ldg((const uint4*)(p + 32 + 32 * j));
         }
     }
     template <int R>
     __device__ __forceinline__ void dot(const T* const* xr, int b, int j, float (&acc)[R][NR]) const {
-        const int c = j >> 1, e = 256 * b + 64 * c + 16 * (j & 1);
-        // scales and minimums of sub-blocks 2c and 2c+1 (ggml's get_scale_min_k4)
+        const int e = 256 * b + 64 * j;
+        // byte selectors of sub-blocks 2j, 2j + 1 within the packed scale words, as 2^23 + byte
+        const unsigned s0 = 0x7440u | (unsigned)(2 * (j & 1)), s1 = s0 + 1;
         float d1[NR], d2[NR], m1[NR], m2[NR];
 #pragma unroll
         for (int i = 0; i < NR; i++) {
             const float d = qg_f16(h[i].x), dmin = qg_f16(h[i].x >> 16);
-            // bytes 0..11 of the scales are h.y, h.z, h.w
-            unsigned sl, ml, sh, mh;
-            if (c < 2) {
-                const unsigned s = h[i].y >> (16 * c), m = h[i].z >> (16 * c);
-                sl = s & 63; sh = (s >> 8) & 63; ml = m & 63; mh = (m >> 8) & 63;
-            } else {
-                const int o = 16 * (c - 2);
-                const unsigned lo = h[i].w >> o, s = h[i].y >> o, m = h[i].z >> o;
-                sl = (lo & 15) | ((s >> 2) & 48); sh = ((lo >> 8) & 15) | ((s >> 10) & 48);
-                ml = ((lo >> 4) & 15) | ((m >> 2) & 48); mh = ((lo >> 12) & 15) | ((m >> 10) & 48);
-            }
-            d1[i] = d * (float)sl; d2[i] = d * (float)sh;
-            m1[i] = dmin * (float)ml + 128.f * d1[i];
-            m2[i] = dmin * (float)mh + 128.f * d2[i];
+            // scales 0..3 / 4..7 and minimums 0..3 / 4..7 (ggml's get_scale_min_k4, bytewise)
+            const unsigned sw = j < 2 ? (h[i].y & 0x3f3f3f3fu) : ((h[i].w & 0x0f0f0f0fu) | ((h[i].y >> 2) & 0x30303030u));
+            const unsigned mw = j < 2 ? (h[i].z & 0x3f3f3f3fu) : (((h[i].w >> 4) & 0x0f0f0f0fu) | ((h[i].z >> 2) & 0x30303030u));
+            const float sl = __uint_as_float(__byte_perm(sw, 0x4b000000u, s0)) - 8388608.f;
+            const float sh = __uint_as_float(__byte_perm(sw, 0x4b000000u, s1)) - 8388608.f;
+            const float ml = __uint_as_float(__byte_perm(mw, 0x4b000000u, s0)) - 8388608.f;
+            const float mh = __uint_as_float(__byte_perm(mw, 0x4b000000u, s1)) - 8388608.f;
+            d1[i] = d * sl; d2[i] = d * sh;
+            m1[i] = dmin * ml + 128.f * d1[i];
+            m2[i] = dmin * mh + 128.f * d2[i];
         }
 #pragma unroll
         for (int r = 0; r < R; r++) {
@@ -115,15 +115,16 @@ struct Q4K {
 #pragma unroll
             for (int i = 0; i < NR; i++) { sl[i] = 0.f; sh[i] = 0.f; }
 #pragma unroll
-            for (int half = 0; half < 2; half++) {
+            for (int g = 0; g < 4; g++) {
                 float a[8], z[8];
-                qg_x8(xr[r] + e + 8 * half, a);
-                qg_x8(xr[r] + e + 32 + 8 * half, z);
+                qg_x8(xr[r] + e + 8 * g, a);
+                qg_x8(xr[r] + e + 32 + 8 * g, z);
                 xl += qg_sum8(a);
                 xh += qg_sum8(z);
 #pragma unroll
                 for (int i = 0; i < NR; i++) {
-                    const unsigned w0 = half ? q[i].z : q[i].x, w1 = half ? q[i].w : q[i].y;
+                    const uint4& q = g < 2 ? qa[i] : qb[i];
+                    const unsigned w0 = (g & 1) ? q.z : q.x, w1 = (g & 1) ? q.w : q.y;
                     sl[i] = qg_dot4(w0 & 0x0f0f0f0fu, a, sl[i]);
                     sl[i] = qg_dot4(w1 & 0x0f0f0f0fu, a + 4, sl[i]);
                     sh[i] = qg_dot4((w0 >> 4) & 0x0f0f0f0fu, z, sh[i]);
@@ -277,9 +278,8 @@ struct Q40 {
 
 // x: R rows of K values of T, row stride ldx (16-byte-aligned rows); y: R rows of N values of T,
 // row stride ldy; w: N rows of K / ELEMS blocks. Grid: ceil(N / NR) blocks of up to 256 threads.
-template <template <int> class Q, int R>
+template <template <int> class Q, int R, int NR>
 __device__ __forceinline__ void quant_gemv(const u8* __restrict__ w, const T* __restrict__ x, T* __restrict__ y, int N, int K, long long ldx, long long ldy) {
-    const int NR = QG_NR(R);
     typedef Q<NR> U;
     __shared__ float red[QG_MAXW][R * NR];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = blockDim.x >> 5;
@@ -324,9 +324,12 @@ __device__ __forceinline__ void quant_gemv(const u8* __restrict__ w, const T* __
 
 #define QG_KERNEL(NAME, Q, R) \
     extern "C" __global__ void __launch_bounds__(32 * QG_MAXW) NAME##_r##R(const u8* w, const T* x, T* y, int N, int K, long long ldx, long long ldy) { \
-        quant_gemv<Q, R>(w, x, y, N, K, ldx, ldy); \
+        quant_gemv<Q, R, QG_NR(R)>(w, x, y, N, K, ldx, ldy); \
     }
 #define QG_KERNELS(NAME, Q) \
+    extern "C" __global__ void __launch_bounds__(32 * QG_MAXW) NAME##_r1w8(const u8* w, const T* x, T* y, int N, int K, long long ldx, long long ldy) { \
+        quant_gemv<Q, 1, 8>(w, x, y, N, K, ldx, ldy); \
+    } \
     QG_KERNEL(NAME, Q, 1) QG_KERNEL(NAME, Q, 2) QG_KERNEL(NAME, Q, 3) QG_KERNEL(NAME, Q, 4) \
     QG_KERNEL(NAME, Q, 5) QG_KERNEL(NAME, Q, 6) QG_KERNEL(NAME, Q, 7) QG_KERNEL(NAME, Q, 8)
 
