@@ -3,7 +3,7 @@
 # Python loaders, in one run on one machine; writes benchmark/load/results.md and deletes the
 # model files (~2.5 GB each) afterwards.
 #
-#   bash benchmark/load/run.sh [--reps 3]        # LOAD_DIR=/tmp/magpie-load, BENCH_BIN=<prebuilt load-bench>
+#   bash benchmark/load/run.sh [--reps 3]   # LOAD_DIR=/tmp/magpie-load, BENCH_BIN=<prebuilt load-bench>, REUSE=1
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 reps=3
@@ -14,10 +14,12 @@ if [ -z "$bin" ]; then
   cargo build --release -p magpie-bench-load >&2
   bin=${CARGO_TARGET_DIR:-target}/release/load-bench
 fi
-rm -rf "$dir" && mkdir -p "$dir"
 trap 'rm -rf "$dir"' EXIT
-"$bin" make "$dir"
-python3 - "$dir" <<'PY'
+if [ -z "${REUSE:-}" ]; then   # REUSE=1: the files of an earlier `load-bench make $LOAD_DIR` (+ model.pt)
+  rm -rf "$dir" && mkdir -p "$dir"
+  "$bin" make "$dir"
+fi
+[ -f "$dir/model.pt" ] || python3 - "$dir" <<'PY'
 import sys, torch
 from safetensors.torch import load_file
 d = sys.argv[1]
@@ -41,10 +43,10 @@ cases=(
 log=$(mktemp)
 for c in "${cases[@]}"; do
   for r in $(seq "$reps"); do
-    t0=$(date +%s.%N)
+    t0=$(date +%s%N)
     out=$($c | tail -n 1)
-    wall=$(echo "$(date +%s.%N) - $t0" | bc)
-    echo "$out" | python3 -c "import json,sys; d=json.loads(sys.stdin.read()); d['process_s']=float(sys.argv[1]); print(json.dumps(d))" "$wall" | tee -a "$log" >&2
+    wall=$(( ($(date +%s%N) - t0) / 1000000 ))
+    echo "$out" | python3 -c "import json,sys; d=json.loads(sys.stdin.read()); d['process_s']=float(sys.argv[1])/1e3; print(json.dumps(d))" "$wall" | tee -a "$log" >&2
   done
 done
 python3 - "$log" "$reps" "$st" "$gg" "$pt" > benchmark/load/results.md <<'PY'
@@ -57,7 +59,7 @@ def med(v): return statistics.median(v) if v else None
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
 import os
 print("# Open to first forward: Llama-3.2-1B-shaped random weights (`bash benchmark/load/run.sh`)\n")
-print(f"{datetime.date.today()}, {cpu}, {os.cpu_count()} cores; commit {subprocess.run(['git','rev-parse','--short','HEAD'],capture_output=True,text=True).stdout.strip()}; "
+print(f"{datetime.date.today()}, {cpu}, {os.cpu_count()} cores; commit {os.environ.get('COMMIT') or subprocess.run(['git','rev-parse','--short','HEAD'],capture_output=True,text=True).stdout.strip()}; "
       f"median of {sys.argv[2]} runs, each in a fresh process, page cache warm (the files were just written).")
 gb = [os.path.getsize(p) / 1e9 for p in sys.argv[3:6]]
 print(f"Files: safetensors bf16 ({gb[0]:.2f} GB), GGUF with every 2-D weight Q4_K ({gb[1]:.2f} GB, our writer and quantizer), "
