@@ -4,10 +4,17 @@
 //! shared-memory tile; plus the argument errors. Skipped without CUDA unless
 //! MAGPIE_REQUIRE_CUDA=1.
 //!
-//! Bound: both sides multiply the same f32 weights by the same (dtype-rounded) activations in
-//! f32, in different orders, so they differ by at most 2 K u Σ|x w| (u = 2^-24, a worst case for
-//! two length-K f32 sums) plus the output's rounding to the dtype, ≤ ε(dtype) Σ|x w|
-//! (ε = 2^-8 bf16, 2^-11 f16). A wrong weight or a wrong x element changes y by about Σ|x w| / K.
+//! Also: the device dequantizer against the CPU one (bit-exact in f32, the same rounding in
+//! f16/bf16), and `QuantMatrix::matmul_t` on CUDA (GEMV rows and the dequantize + cuBLAS path
+//! for more rows) against the CPU.
+//!
+//! Bound: both sides multiply the same weights by the same (dtype-rounded) activations in f32,
+//! in different orders, so they differ by at most 2 K u Σ|x w| (u = 2^-24, a worst case for two
+//! length-K f32 sums) plus the output's rounding to the dtype, ≤ ε(dtype) Σ|x w|
+//! (ε = 2^-8 bf16, 2^-11 f16); plus, for the 4- and 6-bit types, the kernel's offset trick: a
+//! unit (≤ 32 weights) sums x (B + q) with B = 128 and removes B Σx afterwards, adding at most
+//! 34 u Σ|x| (B + q) step per unit (step = the weight's scale, `bias_of` below). A wrong x
+//! element or a wrong scale changes y far beyond that.
 
 #[path = "cuda_util/mod.rs"]
 mod util;
@@ -15,7 +22,8 @@ mod util;
 use magpie_core::backend::cpu::quant::{dequantize_rows, quant_matmul, QuantType};
 use magpie_core::backend::cuda::device::device;
 use magpie_core::backend::cuda::kern::elem_ptr;
-use magpie_core::backend::cuda::quant::{quant_gemv_raw, QuantGemv};
+use magpie_core::backend::cuda::quant::{dequantize_raw, quant_gemv_raw, QuantGemv};
+use magpie_core::quant::QuantMatrix;
 use magpie_core::{DType, Tensor};
 use util::{gpu, Rng};
 
@@ -37,6 +45,35 @@ fn random_blocks(ty: QuantType, rows: usize, cols: usize, rng: &mut Rng) -> Vec<
     b
 }
 
+/// Per weight, `(B + 64) * step (+ the Q4_K minimum)`: what the kernel's offset sums carry
+/// beyond |w| (see the bound above).
+fn bias_of(ty: QuantType, blocks: &[u8]) -> Vec<f64> {
+    let f16 = |b: &[u8], o: usize| magpie_core::half::f16::from_le_bytes([b[o], b[o + 1]]).to_f64();
+    let mut out = Vec::new();
+    for b in blocks.chunks_exact(ty.block_bytes()) {
+        match ty {
+            QuantType::Q8_0 => out.extend([0.0; 32]),
+            QuantType::Q4_0 => out.extend([200.0 * f16(b, 0).abs(); 32]),
+            QuantType::Q4_K => {
+                let (d, dmin, s) = (f16(b, 0), f16(b, 2), &b[4..16]);
+                for j in 0..8 {
+                    let (sc, mn) = if j < 4 { (s[j] & 63, s[j + 4] & 63) } else { ((s[j + 4] & 15) | ((s[j - 4] >> 6) << 4), (s[j + 4] >> 4) | ((s[j] >> 6) << 4)) };
+                    out.extend([200.0 * (d * sc as f64).abs() + (dmin * mn as f64).abs(); 32]);
+                }
+            }
+            QuantType::Q6_K => {
+                let d = f16(b, 208);
+                // element 128c + 32s + l has scale 8c + 2s + l / 16
+                for e in 0..256 {
+                    let (c, s, l) = (e / 128, e % 128 / 32, e % 32);
+                    out.push(200.0 * (d * (b[192 + 8 * c + 2 * s + l / 16] as i8) as f64).abs());
+                }
+            }
+        }
+    }
+    out
+}
+
 #[test]
 fn quant_gemv_matches_the_cpu_kernel() {
     let Some(g) = gpu() else { return };
@@ -44,10 +81,13 @@ fn quant_gemv_matches_the_cpu_kernel() {
     let mut rng = Rng::new(17);
     for ty in QuantType::ALL {
         let be = ty.block_elems();
-        // K: one block; several tiles for every row count (tiles are 1024..4096 elements); odd n
-        for (n, k) in [(77, be), (131, 5120), (33, 4 * be)] {
+        // K: one block; 80-160 units per row (one pass); 144-288 units (two passes of 256 threads);
+        // odd n, not a multiple of the rows per thread block; a tall matrix (one-row launches
+        // take 8 rows per block from 32768 rows)
+        for (n, k) in [(77, be), (131, 5120), (33, 4 * be), (19, 9216), (32771, 256)] {
             let w = random_blocks(ty, n, k, &mut rng);
             let wd = dequantize_rows(ty, &w, n, k).unwrap();
+            let bias = bias_of(ty, &w);
             let wt = Tensor::from_vec(w.clone(), &[w.len()]).unwrap().to_device(g).unwrap();
             let wp = elem_ptr("test", &wt).unwrap().0;
             for dt in [DType::F32, DType::F16, DType::BF16] {
@@ -70,7 +110,8 @@ fn quant_gemv_matches_the_cpu_kernel() {
                     for i in 0..m {
                         for j in 0..n {
                             let mag: f64 = (0..k).map(|kk| (xf[i * k + kk] as f64 * wd[j * k + kk] as f64).abs()).sum();
-                            let bound = (2.0 * k as f64 * 2f64.powi(-24) + eps) * mag + 1e-30;
+                            let off: f64 = (0..k).map(|kk| (xf[i * k + kk] as f64).abs() * bias[j * k + kk]).sum();
+                            let bound = (2.0 * k as f64 * 2f64.powi(-24) + eps) * mag + 34.0 * 2f64.powi(-24) * off + 1e-30;
                             let (a, b) = (got[i * n + j], want[i * n + j] as f64);
                             assert!((a - b).abs() <= bound, "{ty} {dt} m={m} n={n} k={k}: y[{i},{j}] = {a}, CPU {b}, bound {bound}");
                         }
@@ -79,6 +120,74 @@ fn quant_gemv_matches_the_cpu_kernel() {
             }
         }
     }
+}
+
+#[test]
+fn dequantize_on_the_device_matches_the_cpu() {
+    let Some(g) = gpu() else { return };
+    let dev = device("test", 0).unwrap();
+    let mut rng = Rng::new(5);
+    for ty in QuantType::ALL {
+        let (n, k) = (7, 3 * ty.block_elems());
+        let w = random_blocks(ty, n, k, &mut rng);
+        let want = dequantize_rows(ty, &w, n, k).unwrap();
+        let wt = Tensor::from_vec(w.clone(), &[w.len()]).unwrap().to_device(g).unwrap();
+        for dt in [DType::F32, DType::F16, DType::BF16] {
+            let out = Tensor::zeros(&[n, k]).unwrap().to_dtype(dt).unwrap().to_device(g).unwrap();
+            // SAFETY: wt holds the n x k matrix's blocks, out n x k values of dt.
+            unsafe { dequantize_raw(&dev, ty, dt, n, k, elem_ptr("test", &wt).unwrap().0, elem_ptr("test", &out).unwrap().0) }.unwrap();
+            let got = out.to_f64_vec().unwrap();
+            let want_dt = Tensor::from_vec(want.clone(), &[n, k]).unwrap().to_dtype(dt).unwrap().to_f64_vec().unwrap();
+            for (i, (a, b)) in got.iter().zip(&want_dt).enumerate() {
+                assert!(a.to_bits() == b.to_bits(), "{ty} {dt}: element {i} is {a}, the CPU dequantizer gives {b}");
+            }
+        }
+    }
+}
+
+#[test]
+fn quant_matrix_matmul_on_cuda_matches_the_cpu() {
+    let Some(g) = gpu() else { return };
+    let mut rng = Rng::new(23);
+    for ty in QuantType::ALL {
+        let (n, k) = (45, 2 * QuantType::Q4_K.block_elems());
+        let q = QuantMatrix::new(ty, n, k, random_blocks(ty, n, k, &mut rng)).unwrap();
+        let qg = q.to_device(g).unwrap();
+        assert_eq!(qg.device(), g);
+        // [2, 3, k]: 6 rows on the GEMV; [20, k]: dequantize then cuBLAS
+        for shape in [vec![2usize, 3, k], vec![20, k], vec![1, k]] {
+            let x = util::rand(&mut rng, &shape, DType::F32, -1.0, 1.0);
+            let want = q.matmul_t(&x).unwrap();
+            let got = qg.matmul_t(&x.to_device(g).unwrap()).unwrap();
+            assert_eq!(got.shape(), want.shape());
+            assert_eq!(got.device(), g);
+            // the cuBLAS path may run f32 GEMMs on TF32 tensor cores (10-bit mantissas): an
+            // absolute tolerance on the scale of the outputs
+            let top = want.to_f64_vec().unwrap().iter().fold(0f64, |a, v| a.max(v.abs()));
+            util::assert_close(&format!("{ty} {shape:?}"), &got.to_device(magpie_core::Device::Cpu).unwrap(), &want, 2e-3, 5e-3 * top);
+        }
+        let e = qg.matmul_t(&util::rand(&mut rng, &[1, k], DType::F32, -1.0, 1.0)).unwrap_err().to_string();
+        assert!(e.contains("quant_linear") && e.contains("cpu"), "{e}");
+    }
+}
+
+#[test]
+fn quant_gemv_rejects_misaligned_activations() {
+    let Some(g) = gpu() else { return };
+    let dev = device("test", 0).unwrap();
+    let (n, k) = (4, 64);
+    let wt = Tensor::zeros(&[QuantType::Q8_0.matrix_bytes("test", n, k).unwrap()]).unwrap().to_dtype(DType::U8).unwrap().to_device(g).unwrap();
+    let x = Tensor::zeros(&[2, k + 8]).unwrap().to_device(g).unwrap();
+    let y = Tensor::zeros(&[2, n]).unwrap().to_device(g).unwrap();
+    let spec = QuantGemv { ty: QuantType::Q8_0, dtype: DType::F32, m: 2, n, k };
+    let (wp, xp, yp) = (elem_ptr("test", &wt).unwrap().0, elem_ptr("test", &x).unwrap().0, elem_ptr("test", &y).unwrap().0);
+    // SAFETY: the calls are refused before anything is launched (x + 4 bytes, row stride 71).
+    let e = unsafe { quant_gemv_raw(&dev, &spec, wp, xp + 4, k + 8, yp, n) }.unwrap_err().to_string();
+    assert!(e.contains("16-byte aligned"), "{e}");
+    let e = unsafe { quant_gemv_raw(&dev, &spec, wp, xp, k + 7, yp, n) }.unwrap_err().to_string();
+    assert!(e.contains("multiple of 8"), "{e}");
+    // SAFETY: aligned, in bounds: accepted
+    unsafe { quant_gemv_raw(&dev, &spec, wp, xp, k + 8, yp, n) }.unwrap();
 }
 
 #[test]

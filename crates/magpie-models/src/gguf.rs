@@ -9,7 +9,7 @@ use crate::config::{Architecture, LlamaConfig};
 use crate::hub::{Init, LoadOptions, WeightSource};
 use crate::llama::LlamaForCausalLM;
 use magpie_core::quant::QuantMatrix;
-use magpie_core::{Device, Error, Result, Tensor};
+use magpie_core::{Error, Result, Tensor};
 use magpie_io::gguf::GgufFile;
 use serde_json::{json, Value};
 use std::collections::HashSet;
@@ -156,6 +156,7 @@ impl WeightSource for GgufWeights<'_> {
         if let Some(h) = perm {
             q = q.permute_rows(&unpermute_rows(shape[0], h)?)?;
         }
+        let q = q.to_device(self.opts.device)?;
         self.used.insert(g);
         Ok(Some(q))
     }
@@ -183,19 +184,18 @@ impl WeightSource for GgufWeights<'_> {
 
 impl AutoModel {
     /// Loads a llama GGUF file (any tensor type the reader dequantizes) in `opts`' dtype and
-    /// device; on the CPU, linear weights of a type with quantized kernels stay quantized.
+    /// device; linear weights of a type with quantized kernels (Q8_0, Q4_0, Q4_K, Q6_K) stay
+    /// quantized, on the CPU and on CUDA.
     pub fn from_gguf(path: impl AsRef<Path>, opts: &LoadOptions) -> Result<AutoModel> {
-        AutoModel::from_gguf_with(path, opts, opts.device == Device::Cpu)
+        AutoModel::from_gguf_with(path, opts, true)
     }
 
     /// [`from_gguf`](Self::from_gguf) choosing whether Q8_0/Q4_0/Q4_K/Q6_K linear weights stay in
-    /// their blocks (`keep_quantized`, CPU only: the quantized layers run on the CPU kernels) or
-    /// are dequantized to `opts.dtype` like every other tensor.
+    /// their blocks (`keep_quantized`: on the CPU they run on the CPU kernels, on CUDA on the
+    /// quantized GEMV for up to 8 rows and dequantize-then-cuBLAS for more) or are dequantized
+    /// to `opts.dtype` like every other tensor.
     pub fn from_gguf_with(path: impl AsRef<Path>, opts: &LoadOptions, keep_quantized: bool) -> Result<AutoModel> {
         opts.validate()?;
-        if keep_quantized && opts.device != Device::Cpu {
-            return Err(Error::unsupported("gguf", format!("quantized linear layers run on the CPU; load for {:?} with keep_quantized = false", opts.device)));
-        }
         let file = GgufFile::open(path.as_ref())?;
         let config = config_of(&file)?;
         let cfg = LlamaConfig::from_json(&config, false)?;

@@ -60,6 +60,16 @@ pub fn unsupported_reason(model: &AutoModel) -> Option<String> {
     if !w.device().is_cuda() {
         return Some("the fused path runs on CUDA".into());
     }
+    if let ModelKind::Llama(m) = &model.kind {
+        let quant = m.lm_head.as_ref().is_some_and(|l| l.is_quantized())
+            || m.model.layers.iter().any(|l| {
+                let (a, f) = (&l.self_attn, &l.mlp);
+                [&a.q_proj, &a.k_proj, &a.v_proj, &a.o_proj, &f.gate_proj, &f.up_proj, &f.down_proj].iter().any(|p| p.is_quantized())
+            });
+        if quant {
+            return Some("the fused path needs dense weights and this model keeps quantized (GGUF) layers".into());
+        }
+    }
     if !matches!(w.dtype(), magpie_core::DType::F32 | magpie_core::DType::BF16 | magpie_core::DType::F16) {
         return Some(format!("the fused path runs float32, bfloat16 or float16, not {}", w.dtype()));
     }

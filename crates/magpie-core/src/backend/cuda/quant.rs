@@ -1,7 +1,8 @@
 //! Host side of the quantized decode GEMV (`kernels/quant_gemv.cu`): `y[m, n] = x[m, k] · Wᵀ`
 //! for 1..=8 activation rows, W `[n, k]` in GGUF blocks (Q8_0, Q4_0, Q4_K, Q6_K) on the device,
-//! x and y f32, f16 or bf16 (y in x's dtype), f32 accumulation. On raw device buffers, for
-//! engines that own them, and on `CudaStorage`s with x's layout.
+//! x and y f32, f16 or bf16 (y in x's dtype), f32 accumulation; and W's dequantization to
+//! f32/f16/bf16 on the device (for prefill-sized inputs, multiplied by cuBLAS). On raw device
+//! buffers, for engines that own them, and on `CudaStorage`s with x's layout.
 
 use super::device::CudaDevice;
 use super::kern::{kfunc, KFile};
@@ -12,9 +13,30 @@ use crate::{DType, Error, Layout, Result};
 
 /// The most activation rows one launch takes.
 pub const MAX_ROWS: usize = 8;
-/// Warps per thread block and weight rows per warp (`QG_WARPS`, `QG_NR` in the kernel).
-const WARPS: usize = 8;
-const ROWS_PER_WARP: usize = 2;
+/// Most threads per block (`QG_MAXW` warps in the kernel).
+const MAX_THREADS: usize = 256;
+
+/// One-row launches of matrices with at least this many rows take 8 weight rows per thread block
+/// (the `_r1w8` kernels: x's loads and conversions shared by twice the rows; blocks stay plentiful).
+const TALL: usize = 32768;
+
+/// Weight rows per thread block for `m` activation rows and `n` weight rows (`QG_NR` in the
+/// kernel, 8 for the `_r1w8` kernels).
+fn rows_per_block(m: usize, n: usize) -> usize {
+    match m {
+        1 if n >= TALL => 8,
+        1 | 2 => 4,
+        _ => 2,
+    }
+}
+
+/// Weights per thread-unit of work (`ELEMS / UNITS` in the kernel).
+fn unit_elems(ty: QuantType) -> usize {
+    match ty {
+        QuantType::Q4_K => 64,
+        QuantType::Q6_K | QuantType::Q8_0 | QuantType::Q4_0 => 32,
+    }
+}
 
 /// What one GEMV computes.
 #[derive(Clone, Copy, Debug)]
@@ -37,6 +59,8 @@ const NAMES: [[&str; MAX_ROWS]; 4] = [
     ["quant_gemv_q4_k_r1", "quant_gemv_q4_k_r2", "quant_gemv_q4_k_r3", "quant_gemv_q4_k_r4", "quant_gemv_q4_k_r5", "quant_gemv_q4_k_r6", "quant_gemv_q4_k_r7", "quant_gemv_q4_k_r8"],
     ["quant_gemv_q6_k_r1", "quant_gemv_q6_k_r2", "quant_gemv_q6_k_r3", "quant_gemv_q6_k_r4", "quant_gemv_q6_k_r5", "quant_gemv_q6_k_r6", "quant_gemv_q6_k_r7", "quant_gemv_q6_k_r8"],
 ];
+
+const TALL_NAMES: [&str; 4] = ["quant_gemv_q8_0_r1w8", "quant_gemv_q4_0_r1w8", "quant_gemv_q4_k_r1w8", "quant_gemv_q6_k_r1w8"];
 
 impl QuantGemv {
     /// Checks the sizes and dtype; returns W's byte size.
@@ -61,12 +85,16 @@ impl QuantGemv {
             QuantType::Q4_K => 2,
             QuantType::Q6_K => 3,
         };
+        if rows_per_block(self.m, self.n) == 8 {
+            return TALL_NAMES[t];
+        }
         NAMES[t][self.m - 1]
     }
 }
 
 /// Queues the GEMV on `dev`'s stream: `w` (W's blocks), `x` (m rows of k values, row stride
-/// `ldx` elements), `y` (m rows of n values, row stride `ldy`).
+/// `ldx` elements), `y` (m rows of n values, row stride `ldy`). x's rows are read with 16-byte
+/// loads: `x` must be 16-byte aligned and `ldx` a multiple of 8 (an error otherwise).
 ///
 /// # Safety
 /// `w` must address W's `n * k / block * block_bytes` bytes (16-byte aligned for Q4_K, 2-byte
@@ -79,17 +107,19 @@ pub unsafe fn quant_gemv_raw(dev: &CudaDevice, g: &QuantGemv, w: u64, x: u64, ld
     if !w.is_multiple_of(align) {
         return Err(Error::value(op, format!("{} weights must be {align}-byte aligned on the device", g.ty)));
     }
-    if !x.is_multiple_of(g.dtype.size() as u64) || !y.is_multiple_of(g.dtype.size() as u64) || ldx < g.k || ldy < g.n {
-        return Err(Error::value(op, "x and y must be aligned to their dtype with row strides of at least k and n"));
+    if !x.is_multiple_of(16) || !ldx.is_multiple_of(8) || !y.is_multiple_of(g.dtype.size() as u64) || ldx < g.k || ldy < g.n {
+        return Err(Error::value(op, "x must be 16-byte aligned with a row stride that is a multiple of 8 and at least k, y aligned to its dtype with a row stride of at least n"));
     }
     if g.n == 0 {
         return Ok(());
     }
     let f = kfunc(dev, KFile::Quant, g.dtype, g.kernel())?;
-    let per_block = WARPS * ROWS_PER_WARP;
+    // threads: a row's units in one pass where they fit in 256 (K up to 8192), a few passes above
+    let threads = (g.k / unit_elems(g.ty)).next_multiple_of(32).clamp(32, MAX_THREADS);
+    let blocks = g.n.div_ceil(rows_per_block(g.m, g.n));
     let mut a = Args::new();
     a.push(w).push(x).push(y).push(g.n as i32).push(g.k as i32).push(ldx as i64).push(ldy as i64);
-    launch(dev, op, f, (g.n.div_ceil(per_block) as u32, 1, 1), ((32 * WARPS) as u32, 1, 1), 0, &mut a)
+    launch(dev, op, f, (blocks as u32, 1, 1), (threads as u32, 1, 1), 0, &mut a)
 }
 
 /// [`quant_gemv_raw`] on storages: `w` holds W's blocks (u8), `x` the activations at
@@ -122,4 +152,38 @@ pub fn quant_gemv(g: &QuantGemv, w: &CudaStorage, x: &CudaStorage, x_layout: &La
     // own allocation (storages are whole allocator blocks, so distinct base addresses do not
     // overlap).
     unsafe { quant_gemv_raw(x.cuda_device(), g, w.ptr(), x.ptr() + x_layout.offset as u64 * es, ldx, y.ptr(), g.n) }
+}
+
+/// Queues W's dequantization on `dev`'s stream: `out` receives the `n x k` weights row-major as
+/// `dtype` (f32, f16 or bf16), equal to the CPU dequantizer's f32 values rounded to `dtype`.
+///
+/// # Safety
+/// `w` must address W's `n * k / block * block_bytes` bytes and `out` `n * k` values of `dtype`
+/// of live device memory of `dev`, not overlapping.
+pub unsafe fn dequantize_raw(dev: &CudaDevice, ty: QuantType, dtype: DType, n: usize, k: usize, w: u64, out: u64) -> Result<()> {
+    let op = "quant_dequantize";
+    if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
+        return Err(Error::dtype(op, format!("dequantizes to float32, float16 or bfloat16, got {dtype}")));
+    }
+    ty.matrix_bytes(op, n, k)?;
+    if !w.is_multiple_of(2) || !out.is_multiple_of(dtype.size() as u64) {
+        return Err(Error::value(op, "weights must be 2-byte aligned and the output aligned to its dtype"));
+    }
+    // one thread per run of 32 weights (a block of Q8_0 / Q4_0, a sub-block of the K-quants)
+    let runs = n * k / 32;
+    if runs == 0 {
+        return Ok(());
+    }
+    let name = match ty {
+        QuantType::Q8_0 => "quant_dequant_q8_0",
+        QuantType::Q4_0 => "quant_dequant_q4_0",
+        QuantType::Q4_K => "quant_dequant_q4_k",
+        QuantType::Q6_K => "quant_dequant_q6_k",
+    };
+    let f = kfunc(dev, KFile::Quant, dtype, name)?;
+    let mut a = Args::new();
+    a.push(w).push(out).push(runs as i64);
+    let threads = 256usize;
+    let blocks = u32::try_from(runs.div_ceil(threads)).map_err(|_| Error::shape(op, format!("{n}x{k} is too large for one launch")))?;
+    launch(dev, op, f, (blocks, 1, 1), (threads as u32, 1, 1), 0, &mut a)
 }

@@ -1,26 +1,30 @@
 // Quantized GEMV for decode: y[r, n] = sum_k x[r, k] * W[n, k] for R = 1..8 activation rows,
 // W [N, K] in ggml blocks (Q8_0, Q4_0, Q4_K, Q6_K: rows of whole blocks, as GGUF stores them),
-// x and y of type T (f32, f16, bf16), f32 accumulation. After the preamble and kcommon.cuh.
+// x and y of type T (f32, f16, bf16), f32 accumulation; and the dequantization of W to T (for
+// prefill, whose product then runs on cuBLAS). After the preamble and kcommon.cuh.
 //
-// Layout of the work:
-// - a block has QG_WARPS warps, each owning QG_NR consecutive weight rows; the block's x rows are
-//   staged tile by tile (QG_KT(R) elements, a multiple of 256 so tiles hold whole blocks of every
-//   type) in shared memory as f32;
-// - a lane takes one "unit" of a weight row at a time (Q4_K: 16 bytes of nibbles, 32 weights;
-//   Q6_K: 16 weights; Q8_0 / Q4_0: one block of 32), lanes of a warp take consecutive units, so a
-//   warp's loads of one row are contiguous; Q4_K units are single 16-byte loads;
-// - the x values a lane needs depend only on the unit, not on the weight row, so each x value
-//   read from shared memory serves the QG_NR rows of the warp;
-// - shared x rows are padded by 4 floats every 64 (`qg_xi`): the lanes of a quarter-warp then
-//   read Q4_K's x in distinct banks (without the padding, 4-way conflicts);
-// - partial sums are reduced with warp shuffles; lane 0 writes y in T.
+// Layout of the GEMV (chosen to keep enough bytes in flight per SM and few instructions per
+// weight; the memory floor of Q4_K asks ~25 weights per clock per SM of an H100):
+// - a thread block owns NR consecutive weight rows (NR = 4 for 1-2 activation rows, else 2; 8
+//   for one row of a tall matrix, where blocks are plentiful) and all of K; its threads (a
+//   multiple of 32, at most 256, set by the host to cover a row's units in one or a few passes)
+//   take the row's "units" in turn: Q4_K 32 bytes of nibbles (64 weights, two 16-byte loads, one
+//   scale unpacking), Q6_K 32 weights, Q8_0 / Q4_0 one block of 32. A thread loads its unit of
+//   all NR rows before using any, so 2-3 NR independent loads are in flight per thread;
+// - x is read straight from global memory (L1/L2-resident, 16-byte loads, converted to f32 in
+//   registers) once per unit and used for the NR rows; no shared-memory staging, no barriers
+//   but the final one;
+// - weights become floats without int->float conversions (a quarter-rate instruction): a byte
+//   perm puts the code q (4 or 6 bits) in mantissa bits 16..21 of 128.0f, giving 128 + q
+//   exactly, and the sums take the 128 back out through the sum of x (per unit, so the
+//   cancellation is over 16-32 terms); Q8_0's signed bytes use the 2^23 magic with one add;
+// - the per-thread sums are reduced with warp shuffles, then across warps in shared memory.
 
-#define QG_WARPS 8
-#define QG_NR 2
-#define QG_KT(R) ((R) <= 2 ? 4096 : (R) <= 4 ? 2048 : 1024)
-#define QG_PAD(n) ((n) + ((n) >> 4))
+#define QG_MAXW 8
+#define QG_NR(R) ((R) <= 2 ? 4 : 2)  // weight rows per block; one-row launches of tall matrices take 8 (`_w8`)
 
-__device__ __forceinline__ int qg_xi(int e) { return e + ((e >> 6) << 2); }
+// 128 + q for the byte `i` (0..3) of `v` holding q < 64
+#define QG_B(v, i) __uint_as_float(__byte_perm((v), 0x43000000u, 0x7044u | ((i) << 8)))
 
 __device__ __forceinline__ float qg_f16(unsigned v) {
     half_t h;
@@ -28,250 +32,304 @@ __device__ __forceinline__ float qg_f16(unsigned v) {
     return h2f(h);
 }
 
-// 16 bytes from a 2-byte-aligned address (Q8_0, Q4_0 and Q6_K blocks are only 2-aligned): four
-// 4-byte loads where the address allows, else eight 2-byte loads.
-__device__ __forceinline__ uint4 qg_ld16(const u8* p) {
-    uint4 r;
-    if ((((unsigned long long)p) & 3ull) == 0) {
-        const unsigned* q = (const unsigned*)p;
-        r.x = __ldg(q); r.y = __ldg(q + 1); r.z = __ldg(q + 2); r.w = __ldg(q + 3);
-    } else {
-        const unsigned short* q = (const unsigned short*)p;
-        r.x = (unsigned)__ldg(q) | ((unsigned)__ldg(q + 1) << 16);
-        r.y = (unsigned)__ldg(q + 2) | ((unsigned)__ldg(q + 3) << 16);
-        r.z = (unsigned)__ldg(q + 4) | ((unsigned)__ldg(q + 5) << 16);
-        r.w = (unsigned)__ldg(q + 6) | ((unsigned)__ldg(q + 7) << 16);
-    }
-    return r;
+// 8 consecutive x values as f32 (p 16-byte aligned)
+__device__ __forceinline__ void qg_x8(const float* p, float (&o)[8]) {
+    const float4 a = __ldg((const float4*)p), b = __ldg((const float4*)p + 1);
+    o[0] = a.x; o[1] = a.y; o[2] = a.z; o[3] = a.w; o[4] = b.x; o[5] = b.y; o[6] = b.z; o[7] = b.w;
+}
+__device__ __forceinline__ void qg_x8(const bf16_t* p, float (&o)[8]) {
+    const uint4 v = __ldg((const uint4*)p);
+    o[0] = __uint_as_float(v.x << 16); o[1] = __uint_as_float(v.x & 0xffff0000u);
+    o[2] = __uint_as_float(v.y << 16); o[3] = __uint_as_float(v.y & 0xffff0000u);
+    o[4] = __uint_as_float(v.z << 16); o[5] = __uint_as_float(v.z & 0xffff0000u);
+    o[6] = __uint_as_float(v.w << 16); o[7] = __uint_as_float(v.w & 0xffff0000u);
+}
+__device__ __forceinline__ void qg_x8(const half_t* p, float (&o)[8]) {
+    const uint4 v = __ldg((const uint4*)p);
+    o[0] = qg_f16(v.x); o[1] = qg_f16(v.x >> 16); o[2] = qg_f16(v.y); o[3] = qg_f16(v.y >> 16);
+    o[4] = qg_f16(v.z); o[5] = qg_f16(v.z >> 16); o[6] = qg_f16(v.w); o[7] = qg_f16(v.w >> 16);
 }
 
-__device__ __forceinline__ unsigned qg_word(const uint4& v, int i) {
-    return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+// a 4-byte word from a 2-byte-aligned address (Q8_0, Q4_0, Q6_K blocks are only 2-aligned)
+__device__ __forceinline__ unsigned qg_w2(const u8* p) {
+    const unsigned short* q = (const unsigned short*)p;
+    return (unsigned)__ldg(q) | ((unsigned)__ldg(q + 1) << 16);
 }
 
-// ---- per-type units. Each adds its unit's contribution for the QG_NR rows at `w[i]` (the block
-// start of row i) to acc[r][i], reading x from xs (R padded rows of `stride` floats, tile-local
-// element index `e0` = the block's first element in the tile).
+// S += x . (128 + q) over the 4 bytes of v (x[0..3]); X is summed by the caller
+__device__ __forceinline__ float qg_dot4(unsigned v, const float* x, float s) {
+    s = fmaf(x[0], QG_B(v, 0), s);
+    s = fmaf(x[1], QG_B(v, 1), s);
+    s = fmaf(x[2], QG_B(v, 2), s);
+    s = fmaf(x[3], QG_B(v, 3), s);
+    return s;
+}
 
+__device__ __forceinline__ float qg_sum8(const float (&x)[8]) {
+    return ((x[0] + x[1]) + (x[2] + x[3])) + ((x[4] + x[5]) + (x[6] + x[7]));
+}
+
+// Each type: `load` fetches unit (b, j) of the NR rows into registers, `dot` adds its products
+// with the R x rows to acc. Element indices are within the row.
+
+// Q4_K: unit j (0..3) of super-block b = qs bytes 32j..32j+31: low nibbles are elements
+// 256b + 64j + (0..31) of sub-block 2j, high nibbles 256b + 64j + 32 + (0..31) of sub-block
+// 2j + 1. W = (d * sc) * q - dmin * m. A thread's j is fixed (tid % 4), and the 6-bit scales
+// are unpacked four at a time in registers (no branch on j), once per 64 weights and row.
+template <int NR>
 struct Q4K {
-    static const int ELEMS = 256, BYTES = 144, UNITS = 8;
-    template <int R>
-    static __device__ __forceinline__ void unit(const u8* const* w, int j, const float* xs, int stride, int e0, float (&acc)[R][QG_NR]) {
-        const int c = j >> 1, l0 = (j & 1) << 4;
-        uint4 q[QG_NR];
-        float d1[QG_NR], m1[QG_NR], d2[QG_NR], m2[QG_NR];
+    static const int ELEMS = 256, BYTES = 144, UNITS = 4;
+    uint4 h[NR], qa[NR], qb[NR];
+    __device__ __forceinline__ void load(const u8* const* rows, int b, int j) {
 #pragma unroll
-        for (int i = 0; i < QG_NR; i++) {
-            const uint4 h = __ldg((const uint4*)w[i]);
-            q[i] = __ldg((const uint4*)(w[i] + 16 + 16 * j));
-            const float d = qg_f16(h.x), dmin = qg_f16(h.x >> 16);
-            // the 12 scale bytes are h.y, h.z, h.w (picked by selects: c is not a compile-time
-            // constant, and an indexed array would go to local memory); sub-blocks 2c (low
-            // nibbles) and 2c+1 (high)
-#define QG_SB(k) ((((k) < 4 ? h.y : (k) < 8 ? h.z : h.w) >> (8 * ((k) & 3))) & 0xffu)
-            unsigned sc_lo, mn_lo, sc_hi, mn_hi;
-            const int a = 2 * c, b = 2 * c + 1;
-            if (a < 4) { sc_lo = QG_SB(a) & 63; mn_lo = QG_SB(a + 4) & 63; }
-            else { sc_lo = (QG_SB(a + 4) & 0xF) | ((QG_SB(a - 4) >> 6) << 4); mn_lo = (QG_SB(a + 4) >> 4) | ((QG_SB(a) >> 6) << 4); }
-            if (b < 4) { sc_hi = QG_SB(b) & 63; mn_hi = QG_SB(b + 4) & 63; }
-            else { sc_hi = (QG_SB(b + 4) & 0xF) | ((QG_SB(b - 4) >> 6) << 4); mn_hi = (QG_SB(b + 4) >> 4) | ((QG_SB(b) >> 6) << 4); }
-#undef QG_SB
-            d1[i] = d * (float)sc_lo; m1[i] = dmin * (float)mn_lo;
-            d2[i] = d * (float)sc_hi; m2[i] = dmin * (float)mn_hi;
+        for (int i = 0; i < NR; i++) {
+            const u8* p = rows[i] + (long long)b * BYTES;
+            h[i] = __ldg((const uint4*)p);
+            qa[i] = __ldg((const uint4*)(p + 16 + 32 * j));
+            qb[i] = __ldg((const uint4*)(p + 32 + 32 * j));
         }
-        const int elo = e0 + 64 * c + l0, ehi = elo + 32;
+    }
+    template <int R>
+    __device__ __forceinline__ void dot(const T* const* xr, int b, int j, float (&acc)[R][NR]) const {
+        const int e = 256 * b + 64 * j;
+        // byte selectors of sub-blocks 2j, 2j + 1 within the packed scale words, as 2^23 + byte
+        const unsigned s0 = 0x7440u | (unsigned)(2 * (j & 1)), s1 = s0 + 1;
+        float d1[NR], d2[NR], m1[NR], m2[NR];
+#pragma unroll
+        for (int i = 0; i < NR; i++) {
+            const float d = qg_f16(h[i].x), dmin = qg_f16(h[i].x >> 16);
+            // scales 0..3 / 4..7 and minimums 0..3 / 4..7 (ggml's get_scale_min_k4, bytewise)
+            const unsigned sw = j < 2 ? (h[i].y & 0x3f3f3f3fu) : ((h[i].w & 0x0f0f0f0fu) | ((h[i].y >> 2) & 0x30303030u));
+            const unsigned mw = j < 2 ? (h[i].z & 0x3f3f3f3fu) : (((h[i].w >> 4) & 0x0f0f0f0fu) | ((h[i].z >> 2) & 0x30303030u));
+            const float sl = __uint_as_float(__byte_perm(sw, 0x4b000000u, s0)) - 8388608.f;
+            const float sh = __uint_as_float(__byte_perm(sw, 0x4b000000u, s1)) - 8388608.f;
+            const float ml = __uint_as_float(__byte_perm(mw, 0x4b000000u, s0)) - 8388608.f;
+            const float mh = __uint_as_float(__byte_perm(mw, 0x4b000000u, s1)) - 8388608.f;
+            d1[i] = d * sl; d2[i] = d * sh;
+            m1[i] = dmin * ml + 128.f * d1[i];
+            m2[i] = dmin * mh + 128.f * d2[i];
+        }
 #pragma unroll
         for (int r = 0; r < R; r++) {
-            const float* xr = xs + r * stride;
-            float slo[QG_NR], shi[QG_NR], sxl = 0.f, sxh = 0.f;
+            float sl[NR], sh[NR], xl = 0.f, xh = 0.f;
 #pragma unroll
-            for (int i = 0; i < QG_NR; i++) { slo[i] = 0.f; shi[i] = 0.f; }
+            for (int i = 0; i < NR; i++) { sl[i] = 0.f; sh[i] = 0.f; }
 #pragma unroll
-            for (int t4 = 0; t4 < 4; t4++) {
-                const float4 xl = *(const float4*)(xr + qg_xi(elo + 4 * t4));
-                const float4 xh = *(const float4*)(xr + qg_xi(ehi + 4 * t4));
-                sxl += (xl.x + xl.y) + (xl.z + xl.w);
-                sxh += (xh.x + xh.y) + (xh.z + xh.w);
+            for (int g = 0; g < 4; g++) {
+                float a[8], z[8];
+                qg_x8(xr[r] + e + 8 * g, a);
+                qg_x8(xr[r] + e + 32 + 8 * g, z);
+                xl += qg_sum8(a);
+                xh += qg_sum8(z);
 #pragma unroll
-                for (int i = 0; i < QG_NR; i++) {
-                    const unsigned v = qg_word(q[i], t4);
-                    slo[i] += xl.x * (float)(v & 15) + xl.y * (float)((v >> 8) & 15) + xl.z * (float)((v >> 16) & 15) + xl.w * (float)((v >> 24) & 15);
-                    shi[i] += xh.x * (float)((v >> 4) & 15) + xh.y * (float)((v >> 12) & 15) + xh.z * (float)((v >> 20) & 15) + xh.w * (float)(v >> 28);
+                for (int i = 0; i < NR; i++) {
+                    const uint4& q = g < 2 ? qa[i] : qb[i];
+                    const unsigned w0 = (g & 1) ? q.z : q.x, w1 = (g & 1) ? q.w : q.y;
+                    sl[i] = qg_dot4(w0 & 0x0f0f0f0fu, a, sl[i]);
+                    sl[i] = qg_dot4(w1 & 0x0f0f0f0fu, a + 4, sl[i]);
+                    sh[i] = qg_dot4((w0 >> 4) & 0x0f0f0f0fu, z, sh[i]);
+                    sh[i] = qg_dot4((w1 >> 4) & 0x0f0f0f0fu, z + 4, sh[i]);
                 }
             }
 #pragma unroll
-            for (int i = 0; i < QG_NR; i++) acc[r][i] += (d1[i] * slo[i] - m1[i] * sxl) + (d2[i] * shi[i] - m2[i] * sxh);
+            for (int i = 0; i < NR; i++) acc[r][i] += (d1[i] * sl[i] - m1[i] * xl) + (d2[i] * sh[i] - m2[i] * xh);
         }
     }
 };
 
+// Q6_K: unit j of super-block b: c = j / 4 (128-element half), l0 = 8 (j % 4); its 32 weights are
+// elements 256b + 128c + 32s + l0 + (0..7), s = 0..3, with
+// q = ((ql[64c + 32(s%2) + l] >> 4(s/2)) & 15) | (((qh[32c + l] >> 2s) & 3) << 4),
+// W = (d * scales[8c + 2s + l0/16]) * (q - 32).
+template <int NR>
 struct Q6K {
-    static const int ELEMS = 256, BYTES = 210, UNITS = 16;
-    // unit j: weights 16j .. 16j+15 = 128c + 32s + 16h + t (j = 8c + 2s + h)
-    template <int R>
-    static __device__ __forceinline__ void unit(const u8* const* w, int j, const float* xs, int stride, int e0, float (&acc)[R][QG_NR]) {
-        const int c = j >> 3, s = (j >> 1) & 3, h = j & 1;
-        const int shl = 4 * (s >> 1), shh = 2 * s;
-        uint4 lo[QG_NR], hi[QG_NR];
-        float dl[QG_NR];
+    static const int ELEMS = 256, BYTES = 210, UNITS = 8;
+    unsigned lo[NR][2], hi[NR][2], qh[NR][2];
+    float dl[NR][4];
+    __device__ __forceinline__ void load(const u8* const* rows, int b, int j) {
+        const int c = j >> 2, l0 = 8 * (j & 3);
 #pragma unroll
-        for (int i = 0; i < QG_NR; i++) {
-            lo[i] = qg_ld16(w[i] + 64 * c + 32 * (s & 1) + 16 * h);
-            hi[i] = qg_ld16(w[i] + 128 + 32 * c + 16 * h);
-            const unsigned short dd = __ldg((const unsigned short*)(w[i] + 208));
-            const signed char sc = (signed char)__ldg(w[i] + 192 + 8 * c + 2 * s + h);
-            dl[i] = qg_f16(dd) * (float)sc;
+        for (int i = 0; i < NR; i++) {
+            const u8* p = rows[i] + (long long)b * BYTES;
+            lo[i][0] = qg_w2(p + 64 * c + l0); lo[i][1] = qg_w2(p + 64 * c + l0 + 4);
+            hi[i][0] = qg_w2(p + 64 * c + 32 + l0); hi[i][1] = qg_w2(p + 64 * c + 32 + l0 + 4);
+            qh[i][0] = qg_w2(p + 128 + 32 * c + l0); qh[i][1] = qg_w2(p + 128 + 32 * c + l0 + 4);
+            const float d = qg_f16(__ldg((const unsigned short*)(p + 208)));
+            const u8* sc = p + 192 + 8 * c + (l0 >> 4);
+#pragma unroll
+            for (int s = 0; s < 4; s++) dl[i][s] = d * (float)(signed char)__ldg(sc + 2 * s);
         }
-        const int e = e0 + 16 * j;
+    }
+    template <int R>
+    __device__ __forceinline__ void dot(const T* const* xr, int b, int j, float (&acc)[R][NR]) const {
+        const int e = 256 * b + 128 * (j >> 2) + 8 * (j & 3);
 #pragma unroll
         for (int r = 0; r < R; r++) {
-            const float* xr = xs + r * stride;
-            float sum[QG_NR];
 #pragma unroll
-            for (int i = 0; i < QG_NR; i++) sum[i] = 0.f;
+            for (int s = 0; s < 4; s++) {
+                float a[8];
+                qg_x8(xr[r] + e + 32 * s, a);
+                const float xs = qg_sum8(a);
 #pragma unroll
-            for (int t4 = 0; t4 < 4; t4++) {
-                const float4 xv = *(const float4*)(xr + qg_xi(e + 4 * t4));
+                for (int i = 0; i < NR; i++) {
+                    float sum = 0.f;
 #pragma unroll
-                for (int i = 0; i < QG_NR; i++) {
-                    const unsigned a = qg_word(lo[i], t4) >> shl, b = qg_word(hi[i], t4) >> shh;
-                    const float q0 = (float)((int)((a & 15) | ((b & 3) << 4)) - 32);
-                    const float q1 = (float)((int)(((a >> 8) & 15) | (((b >> 8) & 3) << 4)) - 32);
-                    const float q2 = (float)((int)(((a >> 16) & 15) | (((b >> 16) & 3) << 4)) - 32);
-                    const float q3 = (float)((int)(((a >> 24) & 15) | (((b >> 24) & 3) << 4)) - 32);
-                    sum[i] += xv.x * q0 + xv.y * q1 + xv.z * q2 + xv.w * q3;
+                    for (int t = 0; t < 2; t++) {
+                        const unsigned l = (s & 1) ? hi[i][t] : lo[i][t];
+                        const unsigned v = ((l >> (4 * (s >> 1))) & 0x0f0f0f0fu) | (((qh[i][t] >> (2 * s)) & 0x03030303u) << 4);
+                        sum = qg_dot4(v, a + 4 * t, sum);
+                    }
+                    acc[r][i] += dl[i][s] * (sum - 160.f * xs);
                 }
             }
-#pragma unroll
-            for (int i = 0; i < QG_NR; i++) acc[r][i] += dl[i] * sum[i];
         }
     }
 };
 
+// Q8_0: a unit is a block: f16 d, 32 signed bytes; W = q * d.
+template <int NR>
 struct Q80 {
     static const int ELEMS = 32, BYTES = 34, UNITS = 1;
-    template <int R>
-    static __device__ __forceinline__ void unit(const u8* const* w, int, const float* xs, int stride, int e0, float (&acc)[R][QG_NR]) {
-        uint4 q[QG_NR][2];
-        float d[QG_NR];
+    unsigned q[NR][8];
+    float d[NR];
+    __device__ __forceinline__ void load(const u8* const* rows, int b, int) {
 #pragma unroll
-        for (int i = 0; i < QG_NR; i++) {
-            d[i] = qg_f16(__ldg((const unsigned short*)w[i]));
-            q[i][0] = qg_ld16(w[i] + 2);
-            q[i][1] = qg_ld16(w[i] + 18);
+        for (int i = 0; i < NR; i++) {
+            const u8* p = rows[i] + (long long)b * BYTES;
+            d[i] = qg_f16(__ldg((const unsigned short*)p));
+#pragma unroll
+            for (int t = 0; t < 8; t++) q[i][t] = qg_w2(p + 2 + 4 * t);
         }
+    }
+    template <int R>
+    __device__ __forceinline__ void dot(const T* const* xr, int b, int, float (&acc)[R][NR]) const {
 #pragma unroll
         for (int r = 0; r < R; r++) {
-            const float* xr = xs + r * stride;
-            float sum[QG_NR];
+            float sum[NR];
 #pragma unroll
-            for (int i = 0; i < QG_NR; i++) sum[i] = 0.f;
+            for (int i = 0; i < NR; i++) sum[i] = 0.f;
 #pragma unroll
-            for (int t4 = 0; t4 < 8; t4++) {
-                const float4 xv = *(const float4*)(xr + qg_xi(e0 + 4 * t4));
+            for (int g = 0; g < 4; g++) {
+                float a[8];
+                qg_x8(xr[r] + 32 * b + 8 * g, a);
 #pragma unroll
-                for (int i = 0; i < QG_NR; i++) {
-                    const unsigned v = qg_word(q[i][t4 >> 2], t4 & 3);
-                    sum[i] += xv.x * (float)(signed char)(v & 0xff) + xv.y * (float)(signed char)((v >> 8) & 0xff)
-                            + xv.z * (float)(signed char)((v >> 16) & 0xff) + xv.w * (float)(signed char)(v >> 24);
+                for (int i = 0; i < NR; i++) {
+#pragma unroll
+                    for (int t = 0; t < 2; t++) {
+                        // 2^23 + 128 + q exactly (q's sign bit flipped into the mantissa), minus the magic
+                        const unsigned v = q[i][2 * g + t] ^ 0x80808080u;
+#pragma unroll
+                        for (int k = 0; k < 4; k++) {
+                            const float f = __uint_as_float(__byte_perm(v, 0x4b000000u, 0x7440u | k)) - 8388736.f;
+                            sum[i] = fmaf(a[4 * t + k], f, sum[i]);
+                        }
+                    }
                 }
             }
 #pragma unroll
-            for (int i = 0; i < QG_NR; i++) acc[r][i] += d[i] * sum[i];
+            for (int i = 0; i < NR; i++) acc[r][i] += d[i] * sum[i];
         }
     }
 };
 
+// Q4_0: a unit is a block: f16 d, 16 bytes; byte l holds elements l (low nibble) and l + 16;
+// W = (q - 8) * d.
+template <int NR>
 struct Q40 {
     static const int ELEMS = 32, BYTES = 18, UNITS = 1;
-    template <int R>
-    static __device__ __forceinline__ void unit(const u8* const* w, int, const float* xs, int stride, int e0, float (&acc)[R][QG_NR]) {
-        uint4 q[QG_NR];
-        float d[QG_NR];
+    unsigned q[NR][4];
+    float d[NR];
+    __device__ __forceinline__ void load(const u8* const* rows, int b, int) {
 #pragma unroll
-        for (int i = 0; i < QG_NR; i++) {
-            d[i] = qg_f16(__ldg((const unsigned short*)w[i]));
-            q[i] = qg_ld16(w[i] + 2);
+        for (int i = 0; i < NR; i++) {
+            const u8* p = rows[i] + (long long)b * BYTES;
+            d[i] = qg_f16(__ldg((const unsigned short*)p));
+#pragma unroll
+            for (int t = 0; t < 4; t++) q[i][t] = qg_w2(p + 2 + 4 * t);
         }
+    }
+    template <int R>
+    __device__ __forceinline__ void dot(const T* const* xr, int b, int, float (&acc)[R][NR]) const {
 #pragma unroll
         for (int r = 0; r < R; r++) {
-            const float* xr = xs + r * stride;
-            float sum[QG_NR];
+            float sum[NR], xs = 0.f;
 #pragma unroll
-            for (int i = 0; i < QG_NR; i++) sum[i] = 0.f;
+            for (int i = 0; i < NR; i++) sum[i] = 0.f;
 #pragma unroll
-            for (int t4 = 0; t4 < 4; t4++) {
-                const float4 xl = *(const float4*)(xr + qg_xi(e0 + 4 * t4));
-                const float4 xh = *(const float4*)(xr + qg_xi(e0 + 16 + 4 * t4));
+            for (int g = 0; g < 2; g++) {
+                float a[8], z[8];
+                qg_x8(xr[r] + 32 * b + 8 * g, a);
+                qg_x8(xr[r] + 32 * b + 16 + 8 * g, z);
+                xs += qg_sum8(a) + qg_sum8(z);
 #pragma unroll
-                for (int i = 0; i < QG_NR; i++) {
-                    const unsigned v = qg_word(q[i], t4);
-                    sum[i] += xl.x * (float)((int)(v & 15) - 8) + xl.y * (float)((int)((v >> 8) & 15) - 8)
-                            + xl.z * (float)((int)((v >> 16) & 15) - 8) + xl.w * (float)((int)((v >> 24) & 15) - 8)
-                            + xh.x * (float)((int)((v >> 4) & 15) - 8) + xh.y * (float)((int)((v >> 12) & 15) - 8)
-                            + xh.z * (float)((int)((v >> 20) & 15) - 8) + xh.w * (float)((int)(v >> 28) - 8);
+                for (int i = 0; i < NR; i++) {
+                    const unsigned w0 = q[i][2 * g], w1 = q[i][2 * g + 1];
+                    sum[i] = qg_dot4(w0 & 0x0f0f0f0fu, a, sum[i]);
+                    sum[i] = qg_dot4(w1 & 0x0f0f0f0fu, a + 4, sum[i]);
+                    sum[i] = qg_dot4((w0 >> 4) & 0x0f0f0f0fu, z, sum[i]);
+                    sum[i] = qg_dot4((w1 >> 4) & 0x0f0f0f0fu, z + 4, sum[i]);
                 }
             }
 #pragma unroll
-            for (int i = 0; i < QG_NR; i++) acc[r][i] += d[i] * sum[i];
+            for (int i = 0; i < NR; i++) acc[r][i] += d[i] * (sum[i] - 136.f * xs);
         }
     }
 };
 
-// x: R rows of K values of T, row stride ldx; y: R rows of N values of T, row stride ldy;
-// w: N rows of K / Q::ELEMS blocks. Grid: ceil(N / (QG_WARPS * QG_NR)) blocks of 32 * QG_WARPS.
-template <class Q, int R>
+// x: R rows of K values of T, row stride ldx (16-byte-aligned rows); y: R rows of N values of T,
+// row stride ldy; w: N rows of K / ELEMS blocks. Grid: ceil(N / NR) blocks of up to 256 threads.
+template <template <int> class Q, int R, int NR>
 __device__ __forceinline__ void quant_gemv(const u8* __restrict__ w, const T* __restrict__ x, T* __restrict__ y, int N, int K, long long ldx, long long ldy) {
-    const int KT = QG_KT(R);
-    const int stride = QG_PAD(KT);
-    __shared__ __align__(16) float xs[R * QG_PAD(QG_KT(R))];
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int n0 = (blockIdx.x * QG_WARPS + warp) * QG_NR;
-    const long long row_bytes = (long long)(K / Q::ELEMS) * Q::BYTES;
-    const u8* rows[QG_NR];
+    typedef Q<NR> U;
+    __shared__ float red[QG_MAXW][R * NR];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = blockDim.x >> 5;
+    const int n0 = blockIdx.x * NR;
+    const long long row_bytes = (long long)(K / U::ELEMS) * U::BYTES;
+    const u8* rows[NR];
 #pragma unroll
-    for (int i = 0; i < QG_NR; i++) rows[i] = w + (long long)min(n0 + i, N - 1) * row_bytes;  // past-the-end rows repeat row N-1, unwritten
-    float acc[R][QG_NR];
+    for (int i = 0; i < NR; i++) rows[i] = w + (long long)min(n0 + i, N - 1) * row_bytes;  // rows past N repeat row N-1, unwritten
+    const T* xr[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) xr[r] = x + r * ldx;
+    float acc[R][NR];
 #pragma unroll
     for (int r = 0; r < R; r++)
 #pragma unroll
-        for (int i = 0; i < QG_NR; i++) acc[r][i] = 0.f;
+        for (int i = 0; i < NR; i++) acc[r][i] = 0.f;
 
-    for (int k0 = 0; k0 < K; k0 += KT) {
-        const int kt = min(KT, K - k0);
-        __syncthreads();
-        for (int r = 0; r < R; r++)
-            for (int e = threadIdx.x; e < kt; e += blockDim.x) xs[r * stride + qg_xi(e)] = Ty<T>::ld(x[r * ldx + k0 + e]);
-        __syncthreads();
-        if (n0 < N) {
-            const int units = (kt / Q::ELEMS) * Q::UNITS;
-            const int b0 = k0 / Q::ELEMS;
-            for (int u = lane; u < units; u += 32) {
-                const int b = u / Q::UNITS, j = u - b * Q::UNITS;
-                const u8* blk[QG_NR];
-#pragma unroll
-                for (int i = 0; i < QG_NR; i++) blk[i] = rows[i] + (long long)(b0 + b) * Q::BYTES;
-                Q::template unit<R>(blk, j, xs, stride, b * Q::ELEMS, acc);
-            }
-        }
+    const int units = (K / U::ELEMS) * U::UNITS;
+    for (int u = tid; u < units; u += blockDim.x) {
+        const int b = u / U::UNITS, j = u - b * U::UNITS;
+        U unit;
+        unit.load(rows, b, j);
+        unit.template dot<R>(xr, b, j, acc);
     }
-    if (n0 >= N) return;
 #pragma unroll
     for (int r = 0; r < R; r++)
 #pragma unroll
-        for (int i = 0; i < QG_NR; i++) {
+        for (int i = 0; i < NR; i++) {
             float v = acc[r][i];
 #pragma unroll
             for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-            if (lane == 0 && n0 + i < N) y[r * ldy + n0 + i] = Ty<T>::st(v);
+            if (lane == 0) red[warp][r * NR + i] = v;
         }
+    __syncthreads();
+    if (tid < R * NR) {
+        const int r = tid / NR, i = tid - r * NR;
+        float v = 0.f;
+        for (int k = 0; k < nw; k++) v += red[k][tid];
+        if (n0 + i < N) y[r * ldy + n0 + i] = Ty<T>::st(v);
+    }
 }
 
 #define QG_KERNEL(NAME, Q, R) \
-    extern "C" __global__ void __launch_bounds__(32 * QG_WARPS, 2) NAME##_r##R(const u8* w, const T* x, T* y, int N, int K, long long ldx, long long ldy) { \
-        quant_gemv<Q, R>(w, x, y, N, K, ldx, ldy); \
+    extern "C" __global__ void __launch_bounds__(32 * QG_MAXW) NAME##_r##R(const u8* w, const T* x, T* y, int N, int K, long long ldx, long long ldy) { \
+        quant_gemv<Q, R, QG_NR(R)>(w, x, y, N, K, ldx, ldy); \
     }
 #define QG_KERNELS(NAME, Q) \
+    extern "C" __global__ void __launch_bounds__(32 * QG_MAXW) NAME##_r1w8(const u8* w, const T* x, T* y, int N, int K, long long ldx, long long ldy) { \
+        quant_gemv<Q, 1, 8>(w, x, y, N, K, ldx, ldy); \
+    } \
     QG_KERNEL(NAME, Q, 1) QG_KERNEL(NAME, Q, 2) QG_KERNEL(NAME, Q, 3) QG_KERNEL(NAME, Q, 4) \
     QG_KERNEL(NAME, Q, 5) QG_KERNEL(NAME, Q, 6) QG_KERNEL(NAME, Q, 7) QG_KERNEL(NAME, Q, 8)
 
@@ -279,3 +337,69 @@ QG_KERNELS(quant_gemv_q4_k, Q4K)
 QG_KERNELS(quant_gemv_q6_k, Q6K)
 QG_KERNELS(quant_gemv_q8_0, Q80)
 QG_KERNELS(quant_gemv_q4_0, Q40)
+
+// ---- dequantization: out[n, k] = W[n, k] as T, bit-exact with the CPU dequantizer (and ggml)
+// before the rounding to T. One thread per run of 32 elements (a Q8_0 / Q4_0 block, a K-quant
+// sub-block); products and differences are explicitly rounded (no FMA contraction), in the
+// CPU's order.
+
+__device__ __forceinline__ float qd_mul(float a, float b) { return __fmul_rn(a, b); }
+
+extern "C" __global__ void quant_dequant_q8_0(const u8* __restrict__ w, T* __restrict__ out, long long runs) {
+    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= runs) return;
+    const u8* p = w + t * 34;
+    const float d = qg_f16((unsigned)p[0] | ((unsigned)p[1] << 8));
+    T* o = out + t * 32;
+    for (int l = 0; l < 32; l++) o[l] = Ty<T>::st(qd_mul((float)(signed char)p[2 + l], d));
+}
+
+extern "C" __global__ void quant_dequant_q4_0(const u8* __restrict__ w, T* __restrict__ out, long long runs) {
+    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= runs) return;
+    const u8* p = w + t * 18;
+    const float d = qg_f16((unsigned)p[0] | ((unsigned)p[1] << 8));
+    T* o = out + t * 32;
+    for (int l = 0; l < 16; l++) {
+        o[l] = Ty<T>::st(qd_mul((float)((int)(p[2 + l] & 15) - 8), d));
+        o[l + 16] = Ty<T>::st(qd_mul((float)((int)(p[2 + l] >> 4) - 8), d));
+    }
+}
+
+// run t: super-block t / 8, sub-block s = t % 8 (elements 32s..32s+31)
+extern "C" __global__ void quant_dequant_q4_k(const u8* __restrict__ w, T* __restrict__ out, long long runs) {
+    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= runs) return;
+    const int s = (int)(t & 7);
+    const u8* p = w + (t >> 3) * 144;
+    const float d = qg_f16((unsigned)p[0] | ((unsigned)p[1] << 8)), dmin = qg_f16((unsigned)p[2] | ((unsigned)p[3] << 8));
+    const u8* sc = p + 4;
+    unsigned scale, mn;
+    if (s < 4) { scale = sc[s] & 63; mn = sc[s + 4] & 63; }
+    else { scale = (sc[s + 4] & 15) | ((sc[s - 4] >> 6) << 4); mn = (sc[s + 4] >> 4) | ((sc[s] >> 6) << 4); }
+    const float d1 = qd_mul(d, (float)scale), m1 = qd_mul(dmin, (float)mn);
+    const u8* q = p + 16 + 32 * (s >> 1);
+    const int sh = 4 * (s & 1);
+    T* o = out + t * 32;
+    for (int l = 0; l < 32; l++) o[l] = Ty<T>::st(__fsub_rn(qd_mul(d1, (float)((q[l] >> sh) & 15)), m1));
+}
+
+// run t: super-block t / 8, c = (t % 8) / 4, s = t % 4 (elements 128c + 32s .. + 31)
+extern "C" __global__ void quant_dequant_q6_k(const u8* __restrict__ w, T* __restrict__ out, long long runs) {
+    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= runs) return;
+    const int c = (int)((t >> 2) & 1), s = (int)(t & 3);
+    const u8* p = w + (t >> 3) * 210;
+    const float d = qg_f16((unsigned)p[208] | ((unsigned)p[209] << 8));
+    const u8* lo = p + 64 * c + 32 * (s & 1);
+    const u8* hi = p + 128 + 32 * c;
+    const int shl = 4 * (s >> 1), shh = 2 * s;
+    T* o = out + t * 32;
+    for (int half = 0; half < 2; half++) {
+        const float dl = qd_mul(d, (float)(signed char)p[192 + 8 * c + 2 * s + half]);
+        for (int l = 16 * half; l < 16 * half + 16; l++) {
+            const int q = ((lo[l] >> shl) & 15) | (((hi[l] >> shh) & 3) << 4);
+            o[l] = Ty<T>::st(qd_mul(dl, (float)(q - 32)));
+        }
+    }
+}
