@@ -77,16 +77,23 @@ pub fn op_named(name: impl FnOnce() -> String, inputs: &[&Tensor]) -> Option<Ran
     state::open(Cow::Owned(format!("aten::{}", name())), EventKind::Op, inputs, None)
 }
 
+/// The two ranges PyTorch records around an autograd node; the inner one closes first (fields
+/// drop in declaration order).
+pub struct NodeRanges {
+    _inner: Option<RangeGuard>,
+    _outer: RangeGuard,
+}
+
 /// The autograd engine's hook around one node: the two ranges PyTorch records
 /// (`autograd::engine::evaluate_function: MmBackward0` around `MmBackward0`), timed on `device`.
 #[inline(always)]
-pub fn backward_node(node: &str, grads: &[&Tensor], device: Option<Device>) -> Option<(RangeGuard, Option<RangeGuard>)> {
+pub fn backward_node(node: &str, grads: &[&Tensor], device: Option<Device>) -> Option<NodeRanges> {
     if !is_enabled() {
         return None;
     }
     let outer = state::open(Cow::Owned(format!("autograd::engine::evaluate_function: {node}")), EventKind::Backward, grads, device)?;
     let inner = state::open(Cow::Owned(node.to_string()), EventKind::Backward, grads, device);
-    Some((outer, inner))
+    Some(NodeRanges { _inner: inner, _outer: outer })
 }
 
 /// `torch.profiler.record_function(name)`: a user scope in the trace, open until the guard drops.
