@@ -117,6 +117,13 @@ pub struct TrainArgs {
     /// Port rank 0 listens on.
     #[arg(long, default_value_t = 29500)]
     pub master_port: u16,
+    /// Log loss/train, loss/val and lr to TensorBoard event files in this folder.
+    #[arg(long)]
+    pub tensorboard: Option<PathBuf>,
+    /// Profile steps 4 to 6 of this run (after 1 idle and 2 warm-up steps) and write their
+    /// Chrome trace to this .json file; prints the key_averages table.
+    #[arg(long)]
+    pub profile: Option<PathBuf>,
 }
 
 fn read_corpus(path: &Option<PathBuf>) -> Result<(String, String)> {
@@ -450,8 +457,12 @@ fn train_model<M: CliModel>(a: TrainArgs, dist: Option<(&DistEnv, &ProcessGroup)
     let start_step = trainer.step;
     let mut last_val = None;
     let stop_at = if a.stop_after > 0 { (start_step + a.stop_after).min(tc.steps) } else { tc.steps };
+    let mut log = crate::observe::RunLog::start(main, a.tensorboard.as_deref(), a.profile.as_deref(), trainer.device().is_cuda())?;
     while trainer.step < stop_at {
         let loss = trainer.train_step(&data)?;
+        if let Some(table) = log.step(trainer.step, loss as f64, trainer.lr())? {
+            bar.suspend(|| println!("{table}"));
+        }
         if let (true, Some(p)) = (main, &a.loss_log) {
             let mut f = std::fs::OpenOptions::new().create(true).append(true).open(p).map_err(|e| Error::io("train", format!("cannot write {}: {e}", p.display())))?;
             writeln!(f, "{{\"step\": {}, \"loss\": {loss}}}", trainer.step).map_err(|e| Error::io("train", format!("cannot write {}: {e}", p.display())))?;
@@ -465,6 +476,7 @@ fn train_model<M: CliModel>(a: TrainArgs, dist: Option<(&DistEnv, &ProcessGroup)
             let tr = trainer.evaluate_full(&data, Split::Train)?;
             let va = trainer.evaluate_full(&data, Split::Val)?;
             last_val = Some(va);
+            log.eval(trainer.step, va.loss)?;
             let acc = match (tr.accuracy, va.accuracy) {
                 (Some(t), Some(v)) => format!(", masked-token accuracy {:.1}% / {:.1}%", 100.0 * t, 100.0 * v),
                 _ => String::new(),
@@ -483,6 +495,9 @@ fn train_model<M: CliModel>(a: TrainArgs, dist: Option<(&DistEnv, &ProcessGroup)
     bar.finish_and_clear();
     if !main {
         return Ok(());
+    }
+    for line in log.finish(&out)? {
+        println!("{line}");
     }
     if trainer.step < tc.steps {
         trainer.save(&out)?;
