@@ -39,13 +39,15 @@ pub fn scalar_value(tag: &str, v: f32) -> Vec<u8> {
 /// PyTorch's `text(tag, text)`: tag `"<tag>/text_summary"`, the "text" plugin (empty content,
 /// TextPluginData version 0), a DT_STRING tensor of shape [1].
 pub fn text_value(tag: &str, text: &str) -> Vec<u8> {
-    let plugin = Encoder::new().bytes(1, b"text").bytes(2, b"").finish();
+    // proto3 leaves out the empty `content` field, as PyTorch's serializer does
+    let plugin = Encoder::new().bytes(1, b"text").finish();
     let metadata = Encoder::new().bytes(1, &plugin).finish();
     let dim = Encoder::new().int(1, 1).finish();
     let shape = Encoder::new().bytes(2, &dim).finish();
     // DataType DT_STRING = 7; string_val = 8
     let tensor = Encoder::new().int(1, 7).bytes(2, &shape).bytes(8, text.as_bytes()).finish();
-    Encoder::new().bytes(1, format!("{tag}/text_summary").as_bytes()).bytes(9, &metadata).bytes(8, &tensor).finish()
+    // fields in number order (tag 1, tensor 8, metadata 9), as protobuf serializers write them
+    Encoder::new().bytes(1, format!("{tag}/text_summary").as_bytes()).bytes(8, &tensor).bytes(9, &metadata).finish()
 }
 
 /// A `HistogramProto`'s fields.
