@@ -496,11 +496,12 @@ fn train_model<M: CliModel>(a: TrainArgs, dist: Option<(&DistEnv, &ProcessGroup)
     if !main {
         return Ok(());
     }
-    for line in log.finish(&out)? {
-        println!("{line}");
-    }
     if trainer.step < tc.steps {
         trainer.save(&out)?;
+        // loss.png goes into the checkpoint folder once that exists (the save refuses a folder it did not write)
+        for line in log.finish(&out)? {
+            println!("{line}");
+        }
         println!("stopped after {} steps at step {} of {}; checkpoint in {} (continue with --resume {})", trainer.step - start_step, trainer.step, tc.steps, out.display(), out.display());
         return Ok(());
     }
@@ -512,6 +513,9 @@ fn train_model<M: CliModel>(a: TrainArgs, dist: Option<(&DistEnv, &ProcessGroup)
         last_val.map(|v| v.loss).unwrap_or(f64::NAN),
         out.display()
     );
+    for line in log.finish(&out)? {
+        println!("{line}");
+    }
     if trainer.device().is_cuda() {
         report_cuda_paths()?;
     }
