@@ -8,6 +8,24 @@ cd "$(dirname "$0")/.."
 bash scripts/fetch_minilm.sh
 cargo build --release --workspace --all-targets
 cargo test --release --workspace
+# TensorBoard's own reader (EventAccumulator) reads what `magpie train --tensorboard` writes, with
+# the logged losses; the --profile trace parses; loss.png is there. Then the check must fail on a
+# loss log with one value changed.
+tb=$(mktemp -d)
+"${CARGO_TARGET_DIR:-target}/release/magpie" train --steps 8 --eval-every 4 --batch-size 4 --sample-tokens 0 \
+  --out "$tb/ck" --tensorboard "$tb/tb" --loss-log "$tb/loss.jsonl" --profile "$tb/trace.json" > "$tb/train.log"
+python3 scripts/fixtures/check_tensorboard.py "$tb/tb" --loss-log "$tb/loss.jsonl" --trace "$tb/trace.json" --png "$tb/ck/loss.png"
+python3 - "$tb/loss.jsonl" "$tb/bad.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+rows[2]["loss"] += 0.01
+open(sys.argv[2], "w").write("".join(json.dumps(r) + "\n" for r in rows))
+PY
+if python3 scripts/fixtures/check_tensorboard.py "$tb/tb" --loss-log "$tb/bad.jsonl" > "$tb/bad.log"; then
+  echo "check_tensorboard.py accepted a wrong loss" >&2
+  exit 1
+fi
+rm -rf "$tb"
 cargo run --release -p magpie-conformance -- \
   --cases tests/conformance/opinfo-float32 --cases tests/conformance/opinfo-int64 \
   --baseline tests/conformance/baseline.json --readme-check README.md

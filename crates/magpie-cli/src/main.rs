@@ -11,6 +11,7 @@ use std::process::ExitCode;
 
 mod formats;
 mod hf;
+mod observe;
 mod sample;
 mod train;
 

@@ -122,6 +122,13 @@ pub struct TrainArgs {
     /// step. The loss is read back only at log points (every 10 steps, evaluations, --loss-log).
     #[arg(long)]
     pub cuda_graph: bool,
+    /// Log loss/train, loss/val and lr to TensorBoard event files in this folder.
+    #[arg(long)]
+    pub tensorboard: Option<PathBuf>,
+    /// Profile steps 4 to 6 of this run (after 1 idle and 2 warm-up steps) and write their
+    /// Chrome trace to this .json file; prints the key_averages table.
+    #[arg(long)]
+    pub profile: Option<PathBuf>,
 }
 
 fn read_corpus(path: &Option<PathBuf>) -> Result<(String, String)> {
@@ -458,17 +465,23 @@ fn train_model<M: CliModel>(a: TrainArgs, dist: Option<(&DistEnv, &ProcessGroup)
     let start_step = trainer.step;
     let mut last_val = None;
     let stop_at = if a.stop_after > 0 { (start_step + a.stop_after).min(tc.steps) } else { tc.steps };
+    let mut log = crate::observe::RunLog::start(main, a.tensorboard.as_deref(), a.profile.as_deref(), trainer.device().is_cuda())?;
     let mut loss = f32::NAN;
     while trainer.step < stop_at {
+        let mut fresh = true;
         if a.cuda_graph {
             // the GPU runs ahead: read the loss only where it is shown or logged
             trainer.train_step_deferred(&data)?;
             let at_eval = a.eval_every > 0 && trainer.step % a.eval_every == 0;
-            if a.loss_log.is_some() || trainer.step % 10 == 0 || at_eval || trainer.step == stop_at {
+            fresh = a.loss_log.is_some() || a.tensorboard.is_some() || trainer.step % 10 == 0 || at_eval || trainer.step == stop_at;
+            if fresh {
                 loss = trainer.last_loss()?;
             }
         } else {
             loss = trainer.train_step(&data)?;
+        }
+        if let Some(table) = log.step(trainer.step, fresh.then_some(loss as f64), trainer.lr())? {
+            bar.suspend(|| println!("{table}"));
         }
         if let (true, Some(p)) = (main, &a.loss_log) {
             let mut f = std::fs::OpenOptions::new().create(true).append(true).open(p).map_err(|e| Error::io("train", format!("cannot write {}: {e}", p.display())))?;
@@ -483,6 +496,7 @@ fn train_model<M: CliModel>(a: TrainArgs, dist: Option<(&DistEnv, &ProcessGroup)
             let tr = trainer.evaluate_full(&data, Split::Train)?;
             let va = trainer.evaluate_full(&data, Split::Val)?;
             last_val = Some(va);
+            log.eval(trainer.step, va.loss)?;
             let acc = match (tr.accuracy, va.accuracy) {
                 (Some(t), Some(v)) => format!(", masked-token accuracy {:.1}% / {:.1}%", 100.0 * t, 100.0 * v),
                 _ => String::new(),
@@ -504,6 +518,10 @@ fn train_model<M: CliModel>(a: TrainArgs, dist: Option<(&DistEnv, &ProcessGroup)
     }
     if trainer.step < tc.steps {
         trainer.save(&out)?;
+        // loss.png goes into the checkpoint folder once that exists (the save refuses a folder it did not write)
+        for line in log.finish(&out)? {
+            println!("{line}");
+        }
         println!("stopped after {} steps at step {} of {}; checkpoint in {} (continue with --resume {})", trainer.step - start_step, trainer.step, tc.steps, out.display(), out.display());
         return Ok(());
     }
@@ -515,6 +533,9 @@ fn train_model<M: CliModel>(a: TrainArgs, dist: Option<(&DistEnv, &ProcessGroup)
         last_val.map(|v| v.loss).unwrap_or(f64::NAN),
         out.display()
     );
+    for line in log.finish(&out)? {
+        println!("{line}");
+    }
     if trainer.device().is_cuda() {
         report_cuda_paths()?;
     }

@@ -21,6 +21,7 @@ pub mod float8;
 pub mod format;
 pub mod layout;
 pub mod ops;
+pub mod profiler;
 pub mod quant;
 pub mod registry;
 pub mod scalar;

@@ -160,6 +160,7 @@ pub trait Optimizer {
 
     /// `optimizer.zero_grad()` (set_to_none=True, PyTorch's default).
     fn zero_grad(&mut self) {
+        let _scope = magpie_core::profiler::record_function("Optimizer.zero_grad");
         for g in &self.state().groups {
             for p in &g.params {
                 p.set_grad(None);
@@ -295,6 +296,8 @@ pub(crate) fn for_each_param(
     dev_group: Option<DevGroupUpdate>,
     mut update: impl FnMut(&ParamGroup, &mut ParamState, Elem<'_>) -> Result<()>,
 ) -> Result<()> {
+    // PyTorch's profiler shows each optimizer step as this scope
+    let _scope = magpie_core::profiler::record_function_with(|| format!("Optimizer.step#{name}.step"));
     let _ng = magpie_core::autograd::no_grad();
     for gi in 0..st.groups.len() {
         let group = st.groups[gi].clone();

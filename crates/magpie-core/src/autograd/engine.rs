@@ -309,6 +309,12 @@ fn run(
                 });
             }
             let ctx = BackwardCtx { node: &node, create_graph };
+            let _prof = if crate::profiler::is_enabled() {
+                let gs: Vec<&Tensor> = full.iter().collect();
+                crate::profiler::backward_node(node.name(), &gs, node.outputs.first().map(|m| m.device))
+            } else {
+                None
+            };
             let res = {
                 let guard = node.rule.lock().unwrap_or_else(|e| e.into_inner());
                 match guard.as_ref() {

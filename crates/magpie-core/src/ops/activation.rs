@@ -267,6 +267,7 @@ impl Tensor {
     }
     /// `F.softplus(x, beta, threshold)`: `log(1 + exp(beta x)) / beta`, linear where `beta x > threshold`.
     pub fn softplus(&self, beta: f64, threshold: f64) -> Result<Tensor> {
+        let _prof = crate::profiler::op("softplus", &[self]);
         if let Some(c) = crate::amp::tensors("softplus", &[self])? {
             return c.args[0].softplus(beta, threshold);
         }
@@ -325,6 +326,7 @@ impl Tensor {
     }
     /// `F.gelu(x, approximate)`: `x * Phi(x)`, or its tanh approximation with `approximate = "tanh"`.
     pub fn gelu(&self, approximate: &str) -> Result<Tensor> {
+        let _prof = crate::profiler::op("gelu", &[self]);
         const K: f64 = 0.797_884_560_802_865_4; // sqrt(2 / pi)
         const C: f64 = 0.044_715;
         #[cfg(feature = "cuda")]
@@ -417,6 +419,7 @@ impl Tensor {
     /// `F.prelu(x, weight)`: `x` where positive, else `weight * x`; `weight` has one element or
     /// one per channel (dim 1).
     pub fn prelu(&self, weight: &Tensor) -> Result<Tensor> {
+        let _prof = crate::profiler::op("prelu", &[self, weight]);
         if let Some(c) = crate::amp::tensors("prelu", &[self, weight])? {
             return c.args[0].prelu(&c.args[1]);
         }

@@ -12,6 +12,7 @@ use crate::{Error, Result};
 impl Tensor {
     /// `tensor.to(dtype)`: a converted copy (the same handle if the dtype already matches).
     pub fn to_dtype(&self, dtype: DType) -> Result<Tensor> {
+        let _prof = crate::profiler::op("to", &[self]);
         if dtype == self.dtype() {
             return Ok(self.clone());
         }
@@ -29,6 +30,7 @@ impl Tensor {
     }
     /// `tensor.to(device)`: the same handle if already there, else a copy on `device`.
     pub fn to_device(&self, device: crate::Device) -> Result<Tensor> {
+        let _prof = crate::profiler::op("to", &[self]);
         if device == self.device() {
             return Ok(self.clone());
         }
@@ -45,6 +47,7 @@ impl Tensor {
     /// PyTorch's `tensor.clone()`: a contiguous copy of the data, differentiable.
     /// (Rust's `Clone` copies the handle, as assigning a tensor in Python does.)
     pub fn copy(&self) -> Result<Tensor> {
+        let _prof = crate::profiler::op("clone", &[self]);
         let out = if self.device().is_cuda() {
             cuda::ops::contiguous(self)?
         } else {
@@ -109,6 +112,7 @@ impl Tensor {
     /// with PyTorch's cast rule, rebasing this tensor's history (or, for a view, its base's
     /// through `CopySlices`). `others` are the op's other tensor arguments.
     pub(crate) fn update_(&self, op: &str, others: &[&Tensor], f: impl FnOnce(&Tensor) -> Result<Tensor>) -> Result<Tensor> {
+        let _prof = crate::profiler::op_named(|| op.to_string(), &[self]);
         self.check_inplace(op)?;
         let r = f(&self.inplace_src_with(others)?)?;
         crate::ops::binary::write_inplace(op, self, &r)

@@ -252,6 +252,7 @@ impl Tensor {
     }
     /// `torch.index_copy(x, dim, index, source)`.
     pub fn index_copy(&self, dim: i64, idx: &Tensor, src: &Tensor) -> Result<Tensor> {
+        let _prof = crate::profiler::op("index_copy", &[self, idx, src]);
         if let Some(c) = crate::amp::tensors("index_copy", &[self, idx, src])? {
             return c.args[0].index_copy(dim, &c.args[1], &c.args[2]);
         }
@@ -381,6 +382,7 @@ impl Tensor {
     }
     /// `torch.scatter_add(x, dim, index, src)`; its gradient for `src` is `gather`.
     pub fn scatter_add(&self, dim: i64, idx: &Tensor, src: &Tensor) -> Result<Tensor> {
+        let _prof = crate::profiler::op("scatter_add", &[self, idx, src]);
         if let Some(c) = crate::amp::tensors("scatter_add", &[self, idx, src])? {
             return c.args[0].scatter_add(dim, &c.args[1], &c.args[2]);
         }

@@ -374,6 +374,7 @@ fn index_put_front(x: &Tensor, idx: &[Option<Tensor>], values: &Tensor, accumula
 /// `torch.index_put(x, indices, values, accumulate)`: a copy of `x` with `values` written
 /// (or added, with `accumulate`) at the advanced-indexed positions.
 pub fn index_put(x: &Tensor, indices: &[Option<Tensor>], values: &Tensor, accumulate: bool) -> Result<Tensor> {
+    let _prof = crate::profiler::op("index_put", &[x, values]);
     if crate::amp::any_active() {
         let mut all: Vec<Option<&Tensor>> = vec![Some(x)];
         all.extend(indices.iter().map(|i| i.as_ref()));

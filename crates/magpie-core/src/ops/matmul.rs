@@ -126,6 +126,7 @@ impl Tensor {
     /// `torch.matmul(a, b)` (`a @ b`): dot, matrix-vector, matrix-matrix or batched products
     /// with broadcast batch dims, by the operands' dims as in PyTorch.
     pub fn matmul(&self, other: &Tensor) -> Result<Tensor> {
+        let _prof = crate::profiler::op("matmul", &[self, other]);
         if let Some(c) = crate::amp::tensors("matmul", &[self, other])? {
             return c.args[0].matmul(&c.args[1]);
         }
@@ -178,6 +179,7 @@ impl Tensor {
     }
     /// `torch.mm(a, b)`: 2-d by 2-d.
     pub fn mm(&self, other: &Tensor) -> Result<Tensor> {
+        let _prof = crate::profiler::op("mm", &[self, other]);
         if let Some(c) = crate::amp::tensors("mm", &[self, other])? {
             return c.args[0].mm(&c.args[1]);
         }
@@ -197,6 +199,7 @@ impl Tensor {
     }
     /// `torch.bmm(a, b)`: 3-d by 3-d with equal batch sizes.
     pub fn bmm(&self, other: &Tensor) -> Result<Tensor> {
+        let _prof = crate::profiler::op("bmm", &[self, other]);
         if let Some(c) = crate::amp::tensors("bmm", &[self, other])? {
             return c.args[0].bmm(&c.args[1]);
         }
@@ -216,6 +219,7 @@ impl Tensor {
     }
     /// `torch.mv(mat, vec)`.
     pub fn mv(&self, vec: &Tensor) -> Result<Tensor> {
+        let _prof = crate::profiler::op("mv", &[self, vec]);
         if let Some(c) = crate::amp::tensors("mv", &[self, vec])? {
             return c.args[0].mv(&c.args[1]);
         }
@@ -236,6 +240,7 @@ impl Tensor {
     }
     /// `torch.dot(a, b)`: 1-d tensors of equal size and dtype, a 0-d result.
     pub fn dot(&self, other: &Tensor) -> Result<Tensor> {
+        let _prof = crate::profiler::op("dot", &[self, other]);
         if let Some(c) = crate::amp::tensors("dot", &[self, other])? {
             return c.args[0].dot(&c.args[1]);
         }
@@ -244,6 +249,7 @@ impl Tensor {
     }
     /// `torch.vdot(a, b)`: `dot` with the first argument conjugated (the same for real tensors).
     pub fn vdot(&self, other: &Tensor) -> Result<Tensor> {
+        let _prof = crate::profiler::op("vdot", &[self, other]);
         if let Some(c) = crate::amp::tensors("vdot", &[self, other])? {
             return c.args[0].vdot(&c.args[1]);
         }
@@ -278,6 +284,7 @@ impl Tensor {
     }
     /// `torch.addmm(input, mat1, mat2, beta=, alpha=)`: `beta * input + alpha * (mat1 @ mat2)`.
     pub fn addmm(&self, mat1: &Tensor, mat2: &Tensor, beta: Scalar, alpha: Scalar) -> Result<Tensor> {
+        let _prof = crate::profiler::op("addmm", &[self, mat1, mat2]);
         if let Some(c) = crate::amp::tensors("addmm", &[self, mat1, mat2])? {
             return c.args[0].addmm(&c.args[1], &c.args[2], beta, alpha);
         }
@@ -286,6 +293,7 @@ impl Tensor {
     }
     /// `torch.addmv(input, mat, vec, beta=, alpha=)`.
     pub fn addmv(&self, mat: &Tensor, vec: &Tensor, beta: Scalar, alpha: Scalar) -> Result<Tensor> {
+        let _prof = crate::profiler::op("addmv", &[self, mat, vec]);
         if let Some(c) = crate::amp::tensors("addmv", &[self, mat, vec])? {
             return c.args[0].addmv(&c.args[1], &c.args[2], beta, alpha);
         }
@@ -294,6 +302,7 @@ impl Tensor {
     }
     /// `torch.baddbmm(input, batch1, batch2, beta=, alpha=)`.
     pub fn baddbmm(&self, b1: &Tensor, b2: &Tensor, beta: Scalar, alpha: Scalar) -> Result<Tensor> {
+        let _prof = crate::profiler::op("baddbmm", &[self, b1, b2]);
         if let Some(c) = crate::amp::tensors("baddbmm", &[self, b1, b2])? {
             return c.args[0].baddbmm(&c.args[1], &c.args[2], beta, alpha);
         }
@@ -302,6 +311,7 @@ impl Tensor {
     }
     /// `torch.addbmm(input, batch1, batch2, beta=, alpha=)`: the batch products are summed.
     pub fn addbmm(&self, b1: &Tensor, b2: &Tensor, beta: Scalar, alpha: Scalar) -> Result<Tensor> {
+        let _prof = crate::profiler::op("addbmm", &[self, b1, b2]);
         if let Some(c) = crate::amp::tensors("addbmm", &[self, b1, b2])? {
             return c.args[0].addbmm(&c.args[1], &c.args[2], beta, alpha);
         }
@@ -325,6 +335,7 @@ impl Tensor {
     }
     /// `torch.addr(input, vec1, vec2, beta=, alpha=)`: `beta * input + alpha * outer(vec1, vec2)`.
     pub fn addr(&self, v1: &Tensor, v2: &Tensor, beta: Scalar, alpha: Scalar) -> Result<Tensor> {
+        let _prof = crate::profiler::op("addr", &[self, v1, v2]);
         if let Some(c) = crate::amp::tensors("addr", &[self, v1, v2])? {
             return c.args[0].addr(&c.args[1], &c.args[2], beta, alpha);
         }
@@ -333,6 +344,7 @@ impl Tensor {
     }
     /// `torch.trace(x)`: the sum of the main diagonal of a matrix (integers sum as int64).
     pub fn trace(&self) -> Result<Tensor> {
+        let _prof = crate::profiler::op("trace", &[self]);
         if let Some(c) = crate::amp::tensors("trace", &[self])? {
             return c.args[0].trace();
         }
@@ -389,6 +401,7 @@ fn dot_checks(op: &str, a: &Tensor, b: &Tensor) -> Result<()> {
 /// The cross product as a contraction with the Levi-Civita tensor: `out_i = Σ ε_ijk a_j b_k`,
 /// so it works for every dtype the matmul kernel takes and differentiates through `mul`/`mm`.
 pub(crate) fn cross_impl(op: &str, a: &Tensor, b: &Tensor, dim: Option<i64>) -> Result<Tensor> {
+    let _prof = crate::profiler::op_named(|| op.to_string(), &[a, b]);
     // torch.cross is autocast's `cross`; linalg.cross is in no list
     let name = if op == "cross" { "cross" } else { "linalg_cross" };
     if let Some(c) = crate::amp::tensors(name, &[a, b])? {
@@ -452,6 +465,7 @@ fn size_at(t: &Tensor, s: isize) -> usize {
 
 /// `torch.tensordot(a, b, dims=(dims_a, dims_b))`: contracts `dims_a` of `a` with `dims_b` of `b`.
 pub fn tensordot(a: &Tensor, b: &Tensor, dims_a: &[i64], dims_b: &[i64]) -> Result<Tensor> {
+    let _prof = crate::profiler::op("tensordot", &[a, b]);
     if let Some(c) = crate::amp::tensors("tensordot", &[a, b])? {
         return tensordot(&c.args[0], &c.args[1], dims_a, dims_b);
     }
@@ -497,6 +511,7 @@ pub fn tensordot(a: &Tensor, b: &Tensor, dims_a: &[i64], dims_b: &[i64]) -> Resu
 
 /// `torch.linalg.multi_dot(tensors)`: a chain of products; the first and last may be vectors.
 pub fn multi_dot(ts: &[Tensor]) -> Result<Tensor> {
+    let _prof = crate::profiler::op_list("linalg_multi_dot", ts);
     if crate::amp::any_active() {
         let refs: Vec<&Tensor> = ts.iter().collect();
         if let Some(c) = crate::amp::tensors("linalg_multi_dot", &refs)? {
@@ -549,6 +564,7 @@ pub fn multi_dot(ts: &[Tensor]) -> Result<Tensor> {
 
 /// `torch.linalg.vecdot(x, y, dim=-1)`: `Σ x * y` over `dim` with broadcasting.
 pub fn vecdot(x: &Tensor, y: &Tensor, dim: i64) -> Result<Tensor> {
+    let _prof = crate::profiler::op("linalg_vecdot", &[x, y]);
     if let Some(c) = crate::amp::tensors("linalg_vecdot", &[x, y])? {
         return vecdot(&c.args[0], &c.args[1], dim);
     }

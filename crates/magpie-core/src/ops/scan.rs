@@ -207,6 +207,7 @@ fn cum_extreme(op: &str, x: &Tensor, dim: i64, max: bool) -> Result<(Tensor, Ten
 impl Tensor {
     /// `torch.cumsum(x, dim, dtype=)`: inclusive prefix sums (integers accumulate as int64).
     pub fn cumsum(&self, dim: i64, dtype: Option<DType>) -> Result<Tensor> {
+        let _prof = crate::profiler::op("cumsum", &[self]);
         if let Some(c) = crate::amp::opt_dtype("cumsum", self, dtype)? {
             return c.args.0.cumsum(dim, c.args.1);
         }
@@ -216,6 +217,7 @@ impl Tensor {
     }
     /// `torch.cumprod(x, dim, dtype=)`: inclusive prefix products.
     pub fn cumprod(&self, dim: i64, dtype: Option<DType>) -> Result<Tensor> {
+        let _prof = crate::profiler::op("cumprod", &[self]);
         if let Some(c) = crate::amp::opt_dtype("cumprod", self, dtype)? {
             return c.args.0.cumprod(dim, c.args.1);
         }

@@ -260,6 +260,7 @@ impl Tensor {
     /// `torch.softmax(x, dim, dtype=)`: `exp(x - max) / sum(exp(x - max))` along `dim`
     /// (`dtype` converts the input first, as PyTorch).
     pub fn softmax(&self, dim: i64, dtype: Option<DType>) -> Result<Tensor> {
+        let _prof = crate::profiler::op("softmax", &[self]);
         if let Some(c) = crate::amp::opt_dtype("softmax", self, dtype)? {
             return c.args.0.softmax(dim, c.args.1);
         }
@@ -267,6 +268,7 @@ impl Tensor {
     }
     /// `torch.log_softmax(x, dim, dtype=)`: `x - max - log(sum(exp(x - max)))`.
     pub fn log_softmax(&self, dim: i64, dtype: Option<DType>) -> Result<Tensor> {
+        let _prof = crate::profiler::op("log_softmax", &[self]);
         if let Some(c) = crate::amp::opt_dtype("log_softmax", self, dtype)? {
             return c.args.0.log_softmax(dim, c.args.1);
         }

@@ -240,6 +240,7 @@ fn check_value(op: &str, dt: DType, value: Scalar) -> Result<()> {
 
 /// `torch.addcmul(input, t1, t2, value=v)`: `input + v * t1 * t2`.
 pub fn addcmul_op(x: &Tensor, t1: &Tensor, t2: &Tensor, value: Scalar) -> Result<Tensor> {
+    let _prof = crate::profiler::op("addcmul", &[x, t1, t2]);
     if let Some(c) = crate::amp::tensors("addcmul", &[x, t1, t2])? {
         return addcmul_op(&c.args[0], &c.args[1], &c.args[2], value);
     }
@@ -251,6 +252,7 @@ pub fn addcmul_op(x: &Tensor, t1: &Tensor, t2: &Tensor, value: Scalar) -> Result
 
 /// `torch.addcdiv(input, t1, t2, value=v)`: `input + v * t1 / t2` (integer inputs are rejected).
 pub fn addcdiv_op(x: &Tensor, t1: &Tensor, t2: &Tensor, value: Scalar) -> Result<Tensor> {
+    let _prof = crate::profiler::op("addcdiv", &[x, t1, t2]);
     if let Some(c) = crate::amp::tensors("addcdiv", &[x, t1, t2])? {
         return addcdiv_op(&c.args[0], &c.args[1], &c.args[2], value);
     }
@@ -308,6 +310,7 @@ impl Tensor {
     /// `torch.where(cond, a, b)` as a method of the condition: `cond.where_(a, b)`
     /// picks `a` where true, `b` where false (broadcasting all three).
     pub fn where_(&self, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+        let _prof = crate::profiler::op("where", &[self, a, b]);
         where_cond(self, a, b)
     }
     /// `torch.clamp(x, min, max)` with scalar bounds (None: unbounded on that side).
@@ -361,6 +364,7 @@ impl Tensor {
     }
     /// `x.masked_fill(mask, value)` with a scalar value.
     pub fn masked_fill(&self, mask: &Tensor, value: impl Into<Scalar>) -> Result<Tensor> {
+        let _prof = crate::profiler::op("masked_fill", &[self, mask]);
         masked_fill_op(self, mask, Operand::Scalar(value.into()))
     }
     /// `x.masked_fill_(mask, value)` in place; `mask` must broadcast to `x`'s shape.

@@ -23,6 +23,7 @@ impl Tensor {
 
     /// `tensor.view(shape)`: fails if the strides do not allow it (use `reshape`).
     pub fn view(&self, shape: &[i64]) -> Result<Tensor> {
+        let _prof = crate::profiler::op("view", &[self]);
         let new = infer_size("view", shape, self.numel())?;
         let l = self.layout().view(&new).ok_or_else(|| {
             Error::shape(
@@ -37,6 +38,7 @@ impl Tensor {
     }
     /// `tensor.reshape(shape)`: a view when possible, else a copy.
     pub fn reshape(&self, shape: &[i64]) -> Result<Tensor> {
+        let _prof = crate::profiler::op("reshape", &[self]);
         let new = infer_size("reshape", shape, self.numel())?;
         if self.layout().view(&new).is_some() {
             self.view(shape)
@@ -51,6 +53,7 @@ impl Tensor {
     }
     /// `tensor.transpose(d0, d1)`.
     pub fn transpose(&self, d0: i64, d1: i64) -> Result<Tensor> {
+        let _prof = crate::profiler::op("transpose", &[self]);
         let n = self.ndim();
         let (a, b) = (wrap_dim("transpose", d0, n)?, wrap_dim("transpose", d1, n)?);
         if n == 0 {
@@ -85,6 +88,7 @@ impl Tensor {
     }
     /// `tensor.permute(dims)`.
     pub fn permute(&self, dims: &[i64]) -> Result<Tensor> {
+        let _prof = crate::profiler::op("permute", &[self]);
         let l = self.layout().permute("permute", dims)?;
         let d = wrap_dims("permute", dims, self.ndim())?;
         let mut inv = vec![0i64; d.len()];

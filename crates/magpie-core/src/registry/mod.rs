@@ -72,6 +72,12 @@ fn table() -> &'static Registry {
 /// An unknown op, or an argument form it does not take yet, is [`Error::Unsupported`].
 pub fn call(name: &str, args: Vec<Value>, kwargs: Vec<(String, Value)>) -> Result<Value> {
     let f = table().ops.get(name).ok_or_else(|| Error::unsupported(name, "no such op in the registry"))?;
+    let _prof = if crate::profiler::is_enabled() {
+        let ts: Vec<&crate::Tensor> = args.iter().filter_map(|v| if let Value::Tensor(t) = v { Some(t) } else { None }).collect();
+        crate::profiler::op_named(|| name.to_string(), &ts)
+    } else {
+        None
+    };
     if let Some(dev) = device_fallback::cuda_device(&args, &kwargs) {
         return device_fallback::call_on_cuda(*f, name, dev, args, kwargs);
     }

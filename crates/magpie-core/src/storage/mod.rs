@@ -61,6 +61,7 @@ impl StorageCell {
             heap::keep_freed_memory();
             crate::threads::adopt_main_thread();
         }
+        crate::profiler::memory::track(&s, 1);
         StorageCell { data: RwLock::new(s), version: AtomicU64::new(0) }
     }
     /// Shared access for reading.
@@ -75,5 +76,14 @@ impl StorageCell {
     /// The number of in-place writes so far.
     pub fn version(&self) -> u64 {
         self.version.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for StorageCell {
+    fn drop(&mut self) {
+        // the profiler's memory counters (one flag check when not profiling memory)
+        if let Ok(s) = self.data.get_mut() {
+            crate::profiler::memory::track(s, -1);
+        }
     }
 }

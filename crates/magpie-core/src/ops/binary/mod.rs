@@ -124,6 +124,12 @@ fn to_tensor(o: &Operand, dtype: DType, device: crate::Device) -> Result<Tensor>
 
 /// Runs a binary spec on two operands (tensors or scalars), with autograd.
 pub fn binary(spec: &'static BinarySpec, a: Operand, b: Operand) -> Result<Tensor> {
+    let _prof = match (&a, &b) {
+        _ if !crate::profiler::is_enabled() => None,
+        (Operand::Tensor(x), Operand::Tensor(y)) => crate::profiler::op(spec.name, &[x, y]),
+        (Operand::Tensor(x), _) | (_, Operand::Tensor(x)) => crate::profiler::op(spec.name, &[x]),
+        _ => crate::profiler::op(spec.name, &[]),
+    };
     if crate::amp::any_active() {
         let ts: Vec<&Tensor> = [&a, &b].into_iter().filter_map(|o| if let Operand::Tensor(t) = o { Some(*t) } else { None }).collect();
         if let Some(c) = crate::amp::tensors(spec.name, &ts)? {

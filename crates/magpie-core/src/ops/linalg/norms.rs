@@ -12,6 +12,7 @@ use crate::{Error, Result};
 
 /// `torch.linalg.vector_norm(x, ord=2, dim=None, keepdim=False, dtype=None)`.
 pub fn vector_norm(x: &Tensor, ord: f64, dims: Option<&[i64]>, keepdim: bool, dtype: Option<DType>) -> Result<Tensor> {
+    let _prof = crate::profiler::op("linalg_vector_norm", &[x]);
     if let Some(c) = crate::amp::opt_dtype("linalg_vector_norm", x, dtype)? {
         return vector_norm(&c.args.0, ord, dims, keepdim, c.args.1);
     }

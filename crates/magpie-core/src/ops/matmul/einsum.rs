@@ -47,6 +47,7 @@ fn letters(term: &str) -> usize {
 
 /// `torch.einsum(equation, operands)`.
 pub fn einsum(equation: &str, operands: &[Tensor]) -> Result<Tensor> {
+    let _prof = crate::profiler::op_list("einsum", operands);
     if crate::amp::any_active() {
         let refs: Vec<&Tensor> = operands.iter().collect();
         if let Some(c) = crate::amp::tensors("einsum", &refs)? {

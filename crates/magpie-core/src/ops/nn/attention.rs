@@ -31,6 +31,7 @@ pub(super) fn causal_mask(l: usize, s: usize, device: crate::device::Device) -> 
 /// `scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)`.
 #[allow(clippy::too_many_arguments)]
 pub fn scaled_dot_product_attention(q: &Tensor, k: &Tensor, v: &Tensor, mask: Option<&Tensor>, dropout_p: f64, is_causal: bool, scale: Option<f64>, enable_gqa: bool) -> Result<Tensor> {
+    let _prof = crate::profiler::op_opt("scaled_dot_product_attention", &[Some(q), Some(k), Some(v), mask]);
     if let Some(c) = crate::amp::optional("scaled_dot_product_attention", &[Some(q), Some(k), Some(v), mask])? {
         return scaled_dot_product_attention(c.req(0)?, c.req(1)?, c.req(2)?, c.opt(3), dropout_p, is_causal, scale, enable_gqa);
     }

@@ -358,6 +358,7 @@ fn add_bias(y: Tensor, bias: Option<&Tensor>, cout: usize, nd: usize) -> Result<
 /// `conv{1,2,3}d(input, weight, bias, stride, padding, dilation, groups)`.
 #[allow(clippy::too_many_arguments)]
 pub fn conv(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, nd: usize, stride: &[i64], padding: &Padding, dilation: &[i64], groups: i64) -> Result<Tensor> {
+    let _prof = crate::profiler::op_opt("convolution", &[Some(x), Some(w), bias]);
     if (1..=3).contains(&nd) {
         if let Some(c) = crate::amp::optional(["conv1d", "conv2d", "conv3d"][nd - 1], &[Some(x), Some(w), bias])? {
             return conv(c.req(0)?, c.req(1)?, c.opt(2), nd, stride, padding, dilation, groups);
@@ -446,6 +447,7 @@ pub fn conv(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, nd: usize, stride: &[
 /// `conv_transpose{1,2,3}d(input, weight, bias, stride, padding, output_padding, groups, dilation)`.
 #[allow(clippy::too_many_arguments)]
 pub fn conv_transpose(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, nd: usize, stride: &[i64], padding: &[i64], output_padding: &[i64], groups: i64, dilation: &[i64]) -> Result<Tensor> {
+    let _prof = crate::profiler::op_opt("conv_transpose", &[Some(x), Some(w), bias]);
     if (1..=3).contains(&nd) {
         let name = ["conv_transpose1d", "conv_transpose2d", "conv_transpose3d"][nd - 1];
         if let Some(c) = crate::amp::optional(name, &[Some(x), Some(w), bias])? {
@@ -520,6 +522,7 @@ pub fn conv_transpose(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, nd: usize, 
 
 /// `F.linear(input, weight, bias)`: `input @ weight.T + bias`, one GEMM over the flattened rows.
 pub fn linear(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+    let _prof = crate::profiler::op_opt("linear", &[Some(x), Some(w), bias]);
     if let Some(c) = crate::amp::optional("linear", &[Some(x), Some(w), bias])? {
         return linear(c.req(0)?, c.req(1)?, c.opt(2));
     }
@@ -559,6 +562,7 @@ pub fn linear(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
 
 /// `F.bilinear(input1, input2, weight, bias)`: `y[.., o] = x1 W[o] x2 + b[o]`.
 pub fn bilinear(x1: &Tensor, x2: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+    let _prof = crate::profiler::op_opt("bilinear", &[Some(x1), Some(x2), Some(w), bias]);
     if let Some(c) = crate::amp::optional("bilinear", &[Some(x1), Some(x2), Some(w), bias])? {
         return bilinear(c.req(0)?, c.req(1)?, c.req(2)?, c.opt(3));
     }

@@ -29,6 +29,7 @@ fn check_p(op: &str, p: f64) -> Result<()> {
 
 /// `dropout(input, p, training)` and the channel-wise `dropout1d/2d/3d` (`feature` true).
 pub fn dropout(x: &Tensor, p: f64, training: bool, feature: bool) -> Result<Tensor> {
+    let _prof = crate::profiler::op("dropout", &[x]);
     check_p("dropout", p)?;
     if !training || p == 0.0 {
         return Ok(x.clone());

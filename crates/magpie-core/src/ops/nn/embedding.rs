@@ -45,6 +45,7 @@ fn renorm_rows(w: &Tensor, rows: &[usize], max_norm: f64, p: f64) -> Result<()> 
 
 /// `embedding(input, weight, padding_idx, max_norm, norm_type)`: rows of `weight` at `input`.
 pub fn embedding(idx: &Tensor, w: &Tensor, padding_idx: Option<i64>, max_norm: Option<f64>, norm_type: f64) -> Result<Tensor> {
+    let _prof = crate::profiler::op("embedding", &[w, idx]);
     let op = "embedding";
     if w.ndim() != 2 {
         return Err(Error::shape(op, "'weight' must be 2-D"));

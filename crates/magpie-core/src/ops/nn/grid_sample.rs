@@ -21,6 +21,7 @@ fn unnormalize(g: &Tensor, size: usize, align: bool, border: bool) -> Result<Ten
 
 /// `grid_sample(input, grid, mode, padding_mode, align_corners)` for 4-d inputs.
 pub fn grid_sample(x: &Tensor, grid: &Tensor, mode: &str, padding_mode: &str, align_corners: bool) -> Result<Tensor> {
+    let _prof = crate::profiler::op("grid_sampler", &[x, grid]);
     if let Some(c) = crate::amp::tensors("grid_sampler", &[x, grid])? {
         return grid_sample(&c.args[0], &c.args[1], mode, padding_mode, align_corners);
     }

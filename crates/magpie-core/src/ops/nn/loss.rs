@@ -48,6 +48,7 @@ fn same_shape(op: &str, a: &Tensor, b: &Tensor) -> Result<()> {
 
 /// `mse_loss(input, target, reduction)`.
 pub fn mse_loss(x: &Tensor, y: &Tensor, r: Reduction) -> Result<Tensor> {
+    let _prof = crate::profiler::op("mse_loss", &[x, y]);
     if let Some(c) = crate::amp::tensors("mse_loss", &[x, y])? {
         return mse_loss(&c.args[0], &c.args[1], r);
     }
@@ -58,6 +59,7 @@ pub fn mse_loss(x: &Tensor, y: &Tensor, r: Reduction) -> Result<Tensor> {
 
 /// `l1_loss(input, target, reduction)`.
 pub fn l1_loss(x: &Tensor, y: &Tensor, r: Reduction) -> Result<Tensor> {
+    let _prof = crate::profiler::op("l1_loss", &[x, y]);
     if let Some(c) = crate::amp::tensors("l1_loss", &[x, y])? {
         return l1_loss(&c.args[0], &c.args[1], r);
     }
@@ -67,6 +69,7 @@ pub fn l1_loss(x: &Tensor, y: &Tensor, r: Reduction) -> Result<Tensor> {
 
 /// `smooth_l1_loss(input, target, reduction, beta)`.
 pub fn smooth_l1_loss(x: &Tensor, y: &Tensor, r: Reduction, beta: f64) -> Result<Tensor> {
+    let _prof = crate::profiler::op("smooth_l1_loss", &[x, y]);
     if let Some(c) = crate::amp::tensors("smooth_l1_loss", &[x, y])? {
         return smooth_l1_loss(&c.args[0], &c.args[1], r, beta);
     }
@@ -85,6 +88,7 @@ pub fn smooth_l1_loss(x: &Tensor, y: &Tensor, r: Reduction, beta: f64) -> Result
 
 /// `huber_loss(input, target, reduction, delta)`.
 pub fn huber_loss(x: &Tensor, y: &Tensor, r: Reduction, delta: f64) -> Result<Tensor> {
+    let _prof = crate::profiler::op("huber_loss", &[x, y]);
     if let Some(c) = crate::amp::tensors("huber_loss", &[x, y])? {
         return huber_loss(&c.args[0], &c.args[1], r, delta);
     }
@@ -100,6 +104,7 @@ pub fn huber_loss(x: &Tensor, y: &Tensor, r: Reduction, delta: f64) -> Result<Te
 
 /// `binary_cross_entropy(input, target, weight, reduction)`; log terms clamped at -100 like PyTorch.
 pub fn binary_cross_entropy(x: &Tensor, y: &Tensor, w: Option<&Tensor>, r: Reduction) -> Result<Tensor> {
+    let _prof = crate::profiler::op_opt("binary_cross_entropy", &[Some(x), Some(y), w]);
     if let Some(c) = crate::amp::optional("binary_cross_entropy", &[Some(x), Some(y), w])? {
         return binary_cross_entropy(c.req(0)?, c.req(1)?, c.opt(2), r);
     }
@@ -123,6 +128,7 @@ pub fn binary_cross_entropy(x: &Tensor, y: &Tensor, w: Option<&Tensor>, r: Reduc
 
 /// `binary_cross_entropy_with_logits(input, target, weight, reduction, pos_weight)`.
 pub fn binary_cross_entropy_with_logits(x: &Tensor, y: &Tensor, w: Option<&Tensor>, pos_weight: Option<&Tensor>, r: Reduction) -> Result<Tensor> {
+    let _prof = crate::profiler::op_opt("binary_cross_entropy_with_logits", &[Some(x), Some(y), w, pos_weight]);
     if let Some(c) = crate::amp::optional("binary_cross_entropy_with_logits", &[Some(x), Some(y), w, pos_weight])? {
         return binary_cross_entropy_with_logits(c.req(0)?, c.req(1)?, c.opt(2), c.opt(3), r);
     }
@@ -161,6 +167,7 @@ fn per_class(w: &Tensor, x: &Tensor) -> Result<Tensor> {
 
 /// `nll_loss(input, target, weight, ignore_index, reduction)` for `[N, C, d...]` or `[C]` input.
 pub fn nll_loss(x: &Tensor, t: &Tensor, w: Option<&Tensor>, ignore_index: i64, r: Reduction) -> Result<Tensor> {
+    let _prof = crate::profiler::op_opt("nll_loss", &[Some(x), Some(t), w]);
     if let Some(c) = crate::amp::optional("nll_loss", &[Some(x), Some(t), w])? {
         return nll_loss(c.req(0)?, c.req(1)?, c.opt(2), ignore_index, r);
     }
@@ -216,6 +223,7 @@ pub fn nll_loss(x: &Tensor, t: &Tensor, w: Option<&Tensor>, ignore_index: i64, r
 /// `cross_entropy(input, target, weight, ignore_index, reduction, label_smoothing)`; the target is
 /// class indices (integer) or class probabilities (float, same shape as input).
 pub fn cross_entropy(x: &Tensor, t: &Tensor, w: Option<&Tensor>, ignore_index: i64, r: Reduction, label_smoothing: f64) -> Result<Tensor> {
+    let _prof = crate::profiler::op_opt("cross_entropy_loss", &[Some(x), Some(t), w]);
     // autocast runs this loss in float32: 16-bit CUDA logits go to kernels that read them as
     // they are instead of through a float32 copy (the same values up to float32 rounding)
     #[cfg(feature = "cuda")]
@@ -291,6 +299,7 @@ pub fn cross_entropy(x: &Tensor, t: &Tensor, w: Option<&Tensor>, ignore_index: i
 
 /// `kl_div(input, target, reduction, log_target)`; `reduction` may also be `"batchmean"`.
 pub fn kl_div(x: &Tensor, y: &Tensor, reduction: &str, log_target: bool) -> Result<Tensor> {
+    let _prof = crate::profiler::op("kl_div", &[x, y]);
     if let Some(c) = crate::amp::tensors("kl_div", &[x, y])? {
         return kl_div(&c.args[0], &c.args[1], reduction, log_target);
     }
@@ -314,6 +323,7 @@ pub fn kl_div(x: &Tensor, y: &Tensor, reduction: &str, log_target: bool) -> Resu
 
 /// `soft_margin_loss(input, target, reduction)`: `log(1 + exp(-y x))`.
 pub fn soft_margin_loss(x: &Tensor, y: &Tensor, r: Reduction) -> Result<Tensor> {
+    let _prof = crate::profiler::op("soft_margin_loss", &[x, y]);
     if let Some(c) = crate::amp::tensors("soft_margin_loss", &[x, y])? {
         return soft_margin_loss(&c.args[0], &c.args[1], r);
     }
@@ -323,6 +333,7 @@ pub fn soft_margin_loss(x: &Tensor, y: &Tensor, r: Reduction) -> Result<Tensor> 
 
 /// `margin_ranking_loss(input1, input2, target, margin, reduction)`.
 pub fn margin_ranking_loss(x1: &Tensor, x2: &Tensor, y: &Tensor, margin: f64, r: Reduction) -> Result<Tensor> {
+    let _prof = crate::profiler::op("margin_ranking_loss", &[x1, x2, y]);
     if let Some(c) = crate::amp::tensors("margin_ranking_loss", &[x1, x2, y])? {
         return margin_ranking_loss(&c.args[0], &c.args[1], &c.args[2], margin, r);
     }
@@ -334,6 +345,7 @@ pub fn margin_ranking_loss(x1: &Tensor, x2: &Tensor, y: &Tensor, margin: f64, r:
 
 /// `hinge_embedding_loss(input, target, margin, reduction)`.
 pub fn hinge_embedding_loss(x: &Tensor, y: &Tensor, margin: f64, r: Reduction) -> Result<Tensor> {
+    let _prof = crate::profiler::op("hinge_embedding_loss", &[x, y]);
     if let Some(c) = crate::amp::tensors("hinge_embedding_loss", &[x, y])? {
         return hinge_embedding_loss(&c.args[0], &c.args[1], margin, r);
     }
@@ -346,6 +358,7 @@ pub fn hinge_embedding_loss(x: &Tensor, y: &Tensor, margin: f64, r: Reduction) -
 
 /// `cosine_embedding_loss(input1, input2, target, margin, reduction)`.
 pub fn cosine_embedding_loss(x1: &Tensor, x2: &Tensor, y: &Tensor, margin: f64, r: Reduction) -> Result<Tensor> {
+    let _prof = crate::profiler::op("cosine_embedding_loss", &[x1, x2, y]);
     if let Some(c) = crate::amp::tensors("cosine_embedding_loss", &[x1, x2, y])? {
         return cosine_embedding_loss(&c.args[0], &c.args[1], &c.args[2], margin, r);
     }
@@ -513,6 +526,7 @@ pub fn gaussian_nll_loss(x: &Tensor, y: &Tensor, var: &Tensor, full: bool, eps: 
 
 /// `poisson_nll_loss(input, target, log_input, full, eps, reduction)`.
 pub fn poisson_nll_loss(x: &Tensor, y: &Tensor, log_input: bool, full: bool, eps: f64, r: Reduction) -> Result<Tensor> {
+    let _prof = crate::profiler::op("poisson_nll_loss", &[x, y]);
     if let Some(c) = crate::amp::tensors("poisson_nll_loss", &[x, y])? {
         return poisson_nll_loss(&c.args[0], &c.args[1], log_input, full, eps, r);
     }

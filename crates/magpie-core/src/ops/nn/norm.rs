@@ -22,6 +22,7 @@ fn moments(x: &Tensor, dims: &[i64]) -> Result<(Tensor, Tensor)> {
 
 /// `native_layer_norm(input, normalized_shape, weight, bias, eps)` -> (out, mean, rstd).
 pub fn native_layer_norm(x: &Tensor, ns: &[i64], w: Option<&Tensor>, b: Option<&Tensor>, eps: f64) -> Result<(Tensor, Tensor, Tensor)> {
+    let _prof = crate::profiler::op_opt("layer_norm", &[Some(x), w, b]);
     if let Some(c) = crate::amp::optional("layer_norm", &[Some(x), w, b])? {
         return native_layer_norm(c.req(0)?, ns, c.opt(1), c.opt(2), eps);
     }
@@ -135,6 +136,7 @@ fn chan(t: &Tensor, nd: usize) -> Result<Tensor> {
 
 /// `native_group_norm` as `group_norm(input, num_groups, weight, bias, eps)` -> (out, mean, rstd).
 pub fn native_group_norm(x: &Tensor, groups: i64, w: Option<&Tensor>, b: Option<&Tensor>, eps: f64) -> Result<(Tensor, Tensor, Tensor)> {
+    let _prof = crate::profiler::op_opt("group_norm", &[Some(x), w, b]);
     if let Some(c) = crate::amp::optional("group_norm", &[Some(x), w, b])? {
         return native_group_norm(c.req(0)?, groups, c.opt(1), c.opt(2), eps);
     }
@@ -333,6 +335,7 @@ pub fn normalize(x: &Tensor, p: f64, dim: i64, eps: f64) -> Result<Tensor> {
 
 /// `cosine_similarity(x1, x2, dim, eps)`.
 pub fn cosine_similarity(x1: &Tensor, x2: &Tensor, dim: i64, eps: f64) -> Result<Tensor> {
+    let _prof = crate::profiler::op("cosine_similarity", &[x1, x2]);
     if let Some(c) = crate::amp::tensors("cosine_similarity", &[x1, x2])? {
         return cosine_similarity(&c.args[0], &c.args[1], dim, eps);
     }
@@ -358,6 +361,7 @@ pub fn pairwise_distance(x1: &Tensor, x2: &Tensor, p: f64, eps: f64, keepdim: bo
 
 /// `pdist(input, p)`: distances between the rows of an `[N, M]` matrix, for `i < j`.
 pub fn pdist(x: &Tensor, p: f64) -> Result<Tensor> {
+    let _prof = crate::profiler::op("pdist", &[x]);
     if let Some(c) = crate::amp::tensors("pdist", &[x])? {
         return pdist(&c.args[0], p);
     }
@@ -387,6 +391,7 @@ pub fn pdist(x: &Tensor, p: f64) -> Result<Tensor> {
 
 /// `cdist(x1, x2, p)`: distances between the rows of `[.., P, M]` and `[.., R, M]`.
 pub fn cdist(x1: &Tensor, x2: &Tensor, p: f64) -> Result<Tensor> {
+    let _prof = crate::profiler::op("cdist", &[x1, x2]);
     if let Some(c) = crate::amp::tensors("cdist", &[x1, x2])? {
         return cdist(&c.args[0], &c.args[1], p);
     }

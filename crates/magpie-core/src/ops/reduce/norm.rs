@@ -63,6 +63,7 @@ impl Tensor {
     /// `torch.logsumexp(x, dim, keepdim)`: `log(sum(exp(x)))` computed stably (the max is
     /// subtracted first); integer inputs give the default float dtype.
     pub fn logsumexp(&self, dims: &[i64], keepdim: bool) -> Result<Tensor> {
+        let _prof = crate::profiler::op("logsumexp", &[self]);
         if let Some(c) = crate::amp::tensors("logsumexp", &[self])? {
             return c.args[0].logsumexp(dims, keepdim);
         }
@@ -125,6 +126,7 @@ impl Tensor {
 
     /// `torch.dist(a, b, p)`: the p-norm of `a - b` (broadcast).
     pub fn dist(&self, other: &Tensor, p: f64) -> Result<Tensor> {
+        let _prof = crate::profiler::op("dist", &[self, other]);
         if let Some(c) = crate::amp::tensors("dist", &[self, other])? {
             return c.args[0].dist(&c.args[1], p);
         }

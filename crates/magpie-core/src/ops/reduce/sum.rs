@@ -12,6 +12,7 @@ use crate::{Error, Result};
 impl Tensor {
     /// `torch.sum(x, dim, keepdim, dtype)`; `dims` None sums everything. Integers and bool sum as int64.
     pub fn sum_dims(&self, dims: Option<&[i64]>, keepdim: bool, dtype: Option<DType>) -> Result<Tensor> {
+        let _prof = crate::profiler::op("sum", &[self]);
         if let Some(c) = crate::amp::opt_dtype("sum", self, dtype)? {
             return c.args.0.sum_dims(dims, keepdim, c.args.1);
         }
@@ -60,6 +61,7 @@ impl Tensor {
     }
     /// `torch.mean(x, dim, keepdim, dtype)`: floating and complex inputs only, as in PyTorch.
     pub fn mean_dims(&self, dims: Option<&[i64]>, keepdim: bool, dtype: Option<DType>) -> Result<Tensor> {
+        let _prof = crate::profiler::op("mean", &[self]);
         let dt = dtype.unwrap_or(self.dtype());
         if !(dt.is_float() || dt.is_complex()) {
             return Err(Error::dtype(
@@ -118,6 +120,7 @@ impl Tensor {
     /// `torch.prod(x, dim, keepdim, dtype)`: the product over one dim, or over all elements when
     /// `dim` is None. Integers and bool multiply as int64; the empty product is 1.
     pub fn prod_dim(&self, dim: Option<i64>, keepdim: bool, dtype: Option<DType>) -> Result<Tensor> {
+        let _prof = crate::profiler::op("prod", &[self]);
         if let Some(c) = crate::amp::opt_dtype("prod", self, dtype)? {
             return c.args.0.prod_dim(dim, keepdim, c.args.1);
         }

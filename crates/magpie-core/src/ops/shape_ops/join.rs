@@ -12,6 +12,7 @@ use crate::{Error, Result};
 /// `torch.cat(tensors, dim)`: concatenation along `dim` with type promotion. 1-d empty tensors
 /// (shape `[0]`) are skipped, PyTorch's legacy rule.
 pub fn cat(tensors: &[Tensor], dim: i64) -> Result<Tensor> {
+    let _prof = crate::profiler::op_list("cat", tensors);
     if crate::amp::any_active() {
         let refs: Vec<&Tensor> = tensors.iter().collect();
         if let Some(c) = crate::amp::tensors("cat", &refs)? {
@@ -101,6 +102,7 @@ pub fn cat(tensors: &[Tensor], dim: i64) -> Result<Tensor> {
 
 /// `torch.stack(tensors, dim)`: joins equal-shaped tensors along a new dim.
 pub fn stack(tensors: &[Tensor], dim: i64) -> Result<Tensor> {
+    let _prof = crate::profiler::op_list("stack", tensors);
     if crate::amp::any_active() {
         let refs: Vec<&Tensor> = tensors.iter().collect();
         if let Some(c) = crate::amp::tensors("stack", &refs)? {

@@ -56,6 +56,7 @@ fn not_implemented(name: &str, d: DType) -> Error {
 
 /// Runs a unary spec with autograd.
 pub fn unary(spec: &'static UnarySpec, x: &Tensor) -> Result<Tensor> {
+    let _prof = crate::profiler::op(spec.name, &[x]);
     if let Some(c) = crate::amp::tensors(spec.name, &[x])? {
         return unary(spec, &c.args[0]);
     }
