@@ -41,3 +41,8 @@ pub use loader_iter::DataLoaderIter;
 pub use sample::Sample;
 pub use sampler::{BatchSampler, BatchSampling, RandomSampler, Sampler, SequentialSampler, SubsetRandomSampler, WeightedRandomSampler};
 pub use worker::{get_worker_info, WorkerInfo};
+
+/// The examples of `docs/data.md` run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/data.md")]
+pub struct DataDocs;
