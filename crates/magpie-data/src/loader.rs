@@ -280,9 +280,12 @@ impl DataLoader {
 
     /// One epoch: draws its order now and starts the workers.
     pub fn iter(&mut self) -> Result<DataLoaderIter> {
+        // the workers' seeds; drawn from the default generator only when there are workers, so a
+        // loader without them leaves that stream (dropout's) as it found it
         let base_seed = match self.seed {
             Some(s) => s.wrapping_add(self.epoch).wrapping_mul(0x9e37_79b9_7f4a_7c15),
-            None => seed_from_default(),
+            None if self.num_workers > 0 => seed_from_default(),
+            None => 0,
         };
         self.epoch = self.epoch.wrapping_add(1);
         let plan = match &mut self.order {

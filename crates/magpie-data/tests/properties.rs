@@ -277,3 +277,12 @@ fn datasets_compose() {
     let e = DataLoader::builder(ds).pin_memory(true).build().err().unwrap();
     assert!(e.is_unsupported() && e.to_string().contains("pin_memory"), "{e}");
 }
+
+#[test]
+fn a_loader_without_workers_leaves_the_default_generator_alone() {
+    use magpie_core::ops::random::with_default_generator;
+    let before = with_default_generator(|g| g.get_state());
+    let mut dl = DataLoader::builder(Arc::new(Ints(9))).batch_size(Some(2)).build().unwrap();
+    assert_eq!(dl.iter().unwrap().count(), 5);
+    assert_eq!(with_default_generator(|g| g.get_state()), before);
+}
