@@ -286,3 +286,36 @@ fn a_loader_without_workers_leaves_the_default_generator_alone() {
     assert_eq!(dl.iter().unwrap().count(), 5);
     assert_eq!(with_default_generator(|g| g.get_state()), before);
 }
+
+#[test]
+fn distributed_sampler_partitions_a_seeded_permutation() {
+    for (len, world, drop_last) in [(10, 3, false), (10, 3, true), (7, 2, false), (8, 4, true), (101, 4, false)] {
+        let per: Vec<Vec<usize>> = (0..world).map(|r| DistributedSampler::new(len, r, world, true, 42, drop_last).unwrap().indices()).collect();
+        let n = per[0].len();
+        assert!(per.iter().all(|p| p.len() == n));
+        let mut seen: Vec<usize> = per.concat();
+        if drop_last {
+            assert_eq!(n, len / world);
+            let mut s = seen.clone();
+            s.sort();
+            s.dedup();
+            assert_eq!(s.len(), seen.len(), "no index twice");
+        } else {
+            assert_eq!(n, len.div_ceil(world));
+            seen.sort();
+            seen.dedup();
+            assert_eq!(seen, (0..len).collect::<Vec<_>>(), "every index");
+        }
+    }
+    // shuffled, the same on every construction, different per epoch, the epoch replayable
+    let a = DistributedSampler::new(100, 0, 1, true, 1, false).unwrap();
+    assert_ne!(a.indices(), (0..100).collect::<Vec<_>>());
+    assert_eq!(a.indices(), DistributedSampler::new(100, 0, 1, true, 1, false).unwrap().indices());
+    let mut b = a.clone();
+    b.set_epoch(1);
+    assert_ne!(a.indices(), b.indices());
+    b.set_epoch(0);
+    assert_eq!(a.indices(), b.indices());
+    let e = DistributedSampler::new(5, 2, 2, false, 0, false).unwrap_err().to_string();
+    assert!(e.contains("Invalid rank 2, rank should be in the interval [0, 1]"), "{e}");
+}

@@ -80,5 +80,5 @@ fn windows_dataset_items_and_errors() {
     assert_eq!(parts[0].as_tensor().unwrap().to_vec::<i64>().unwrap(), vec![6, 7, 8]);
     assert_eq!(parts[1].as_tensor().unwrap().to_vec::<i64>().unwrap(), vec![7, 8, 9]);
     assert!(w.get(7).is_err());
-    assert!(Windows::new(Arc::new(vec![1, 2]), 3, false).unwrap_err().to_string().contains("do not fit"));
+    assert!(Windows::new(Arc::new(vec![1, 2]), 3, false).err().unwrap().to_string().contains("do not fit"));
 }
