@@ -2,10 +2,11 @@
 //! as transformers' `DataCollatorForLanguageModeling` does (15% of the non-special positions
 //! selected; of those 80% become `[MASK]`, 10% a random token, 10% stay), labels -100 elsewhere.
 
-use crate::data::{Dataset, Split};
+use crate::data::{Dataset, Split, Windows};
 use crate::mlm_vocab::SpecialIds;
 use magpie_core::ops::random::Generator;
 use magpie_core::{Error, Result, Tensor};
+use magpie_data::{Sample, SharedGenerator};
 
 /// The label of a position that is not predicted (cross-entropy's `ignore_index`).
 pub const IGNORE_INDEX: i64 = -100;
@@ -85,23 +86,36 @@ pub struct MlmSpec {
 }
 
 /// `batch` random windows of `seq_len - 2` tokens of `split`, each as `[CLS] window [SEP]`, masked
-/// with [`mask_tokens`]; windows and masks both come from `gen`.
+/// with [`mask_tokens`]; windows and masks both come from `gen` (the windows through a
+/// `DataLoader`'s sampler, the masks in its collate function).
 pub fn mlm_batch(data: &Dataset, gen: &mut Generator, split: Split, batch: usize, seq_len: usize, spec: MlmSpec) -> Result<MlmBatch> {
     let (vocab_size, sp, cfg) = (spec.vocab_size, spec.special, spec.rates);
     if seq_len < 3 {
         return Err(Error::value("mlm_batch", format!("sequence length {seq_len} leaves no room for a token between [CLS] and [SEP]")));
     }
-    let mut ids = Vec::with_capacity(batch * seq_len);
-    let mut special = Vec::with_capacity(batch * seq_len);
-    for w in data.windows(gen, split, batch, seq_len - 2)? {
-        ids.push(sp.cls as i64);
-        ids.extend(w.iter().map(|&v| v as i64));
-        ids.push(sp.sep as i64);
-        special.push(true);
-        // a special token inside the text (a WordPiece [UNK] or [SEP] in the corpus) is not masked either
-        special.extend(w.iter().map(|&v| v == sp.cls || v == sp.sep || v == sp.pad || v == sp.mask));
-        special.push(true);
+    let windows = Windows::new(data.part(split).clone(), seq_len - 2, false)?;
+    let collate = move |rows: Vec<Sample>, g: &SharedGenerator| -> Result<Sample> {
+        let b = rows.len();
+        let mut ids = Vec::with_capacity(b * seq_len);
+        let mut special = Vec::with_capacity(b * seq_len);
+        for r in rows {
+            let w = r.into_tensor().ok_or_else(|| Error::value("mlm_batch", "a window should be a tensor"))?.to_vec::<i64>()?;
+            ids.push(sp.cls as i64);
+            ids.extend_from_slice(&w);
+            ids.push(sp.sep as i64);
+            special.push(true);
+            // a special token inside the text (a WordPiece [UNK] or [SEP] in the corpus) is not masked either
+            let is_special = |v: i64| [sp.cls, sp.sep, sp.pad, sp.mask].iter().any(|&s| s as i64 == v);
+            special.extend(w.iter().map(|&v| is_special(v)));
+            special.push(true);
+        }
+        let labels = g.with(|g| mask_tokens(&mut ids, &special, vocab_size, sp.mask, cfg, g))?;
+        Ok(Sample::List(vec![Tensor::from_vec(ids, &[b, seq_len])?.into(), Tensor::from_vec(labels, &[b, seq_len])?.into()]))
+    };
+    let out = data.load_batch(gen, windows, batch, collate)?;
+    let mut parts = out.into_list().unwrap_or_default().into_iter().filter_map(Sample::into_tensor);
+    match (parts.next(), parts.next()) {
+        (Some(input_ids), Some(labels)) => Ok(MlmBatch { input_ids, labels }),
+        _ => Err(Error::value("mlm_batch", "a masked batch should collate to input ids and labels")),
     }
-    let labels = mask_tokens(&mut ids, &special, vocab_size, sp.mask, cfg, gen)?;
-    Ok(MlmBatch { input_ids: Tensor::from_vec(ids, &[batch, seq_len])?, labels: Tensor::from_vec(labels, &[batch, seq_len])? })
 }
