@@ -3,6 +3,7 @@
 
 use crate::tensor::{host_i64, numel, SparseTensor};
 use magpie_core::{DType, Error, Result, Tensor};
+use magpie_core::ops::binary::scalar_type_name;
 
 fn int_indices(op: &str, name: &str, t: &Tensor) -> Result<Tensor> {
     if !t.dtype().is_int() {
@@ -95,10 +96,10 @@ pub fn sparse_csr_tensor(crow_indices: &Tensor, col_indices: &Tensor, values: &T
     let op = "sparse_csr_tensor";
     let (cd, od) = (crow_indices.dtype(), col_indices.dtype());
     if cd != od {
-        return Err(Error::dtype(op, format!("crow_indices and col_indices must have the same dtype, bot got {} and {}, respectively", torch_name(cd), torch_name(od))));
+        return Err(Error::dtype(op, format!("crow_indices and col_indices must have the same dtype, bot got {} and {}, respectively", scalar_type_name(cd), scalar_type_name(od))));
     }
     if !matches!(cd, DType::I32 | DType::I64) {
-        return Err(Error::dtype(op, format!("crow_indices and col_indices must be an int32 or int64 type, but got: {}", torch_name(cd))));
+        return Err(Error::dtype(op, format!("crow_indices and col_indices must be an int32 or int64 type, but got: {}", scalar_type_name(cd))));
     }
     if crow_indices.ndim() != col_indices.ndim() {
         return Err(Error::shape(op, format!("crow_indices and col_indices dimensionalities must be equal but got {} and {}, respectively", crow_indices.ndim(), col_indices.ndim())));
@@ -151,22 +152,6 @@ pub fn sparse_csr_tensor(crow_indices: &Tensor, col_indices: &Tensor, values: &T
     Ok(SparseTensor::csr_unchecked(crow_indices.to_dtype(DType::I64)?, col_indices.to_dtype(DType::I64)?, values.clone(), size))
 }
 
-/// PyTorch's scalar-type name of a dtype (`Long`, `Float`, ...), as its C++ messages print it.
-pub(crate) fn torch_name(d: DType) -> &'static str {
-    match d {
-        DType::Bool => "Bool",
-        DType::U8 => "Byte",
-        DType::I8 => "Char",
-        DType::I16 => "Short",
-        DType::I32 => "Int",
-        DType::I64 => "Long",
-        DType::F16 => "Half",
-        DType::BF16 => "BFloat16",
-        DType::F32 => "Float",
-        DType::F64 => "Double",
-        _ => "other",
-    }
-}
 
 /// The element count of the sparse dims of `size` (used by conversions).
 pub(crate) fn sparse_numel(size: &[usize], sparse_dim: usize) -> usize {

@@ -4,7 +4,7 @@
 //! values (`G[row] · D[col]` per entry: a gradient with the sparse operand's pattern).
 
 use crate::convert::crow_from_rows;
-use crate::construct::torch_name;
+use magpie_core::ops::binary::scalar_type_name;
 use crate::tensor::{index_tensor, SparseTensor};
 use magpie_core::autograd::{Function, FunctionCtx};
 use magpie_core::{DType, Device, Error, Result, Tensor};
@@ -85,7 +85,7 @@ pub fn mm(sparse: &SparseTensor, dense: &Tensor) -> Result<Tensor> {
         return Err(Error::shape("addmm", format!("mat1 and mat2 shapes cannot be multiplied ({m}x{k} and {}x{})", dense.shape()[0], dense.shape()[1])));
     }
     if sparse.dtype() != dense.dtype() {
-        return Err(Error::dtype(op, format!("expected scalar type {} but found {}", torch_name(sparse.dtype()), torch_name(dense.dtype()))));
+        return Err(Error::dtype(op, format!("expected scalar type {} but found {}", scalar_type_name(sparse.dtype()), scalar_type_name(dense.dtype()))));
     }
     if !matches!(dense.dtype(), DType::F32 | DType::F64) {
         return Err(Error::unsupported_dtype(op, dense.dtype()));
