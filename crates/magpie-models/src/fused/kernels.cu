@@ -44,8 +44,9 @@ __device__ __forceinline__ float block_sum(float v, float* red) {
 
 // x[m] = wte[tok[m]] (+ wpe[pos[m]]) (+ tte[types[m]], row 0 when `types` is null), one block per
 // token, summed in f32 and rounded once. With `kvlen`, also kvlen[m] = pos[m] + 1 (a decode step: row
-// m is sequence m, whose cache holds pos[m] tokens before this one).
-extern "C" __global__ void MP_K(fused_embed)(const int* __restrict__ tok, const int* __restrict__ pos, const T* __restrict__ wte, const T* __restrict__ wpe, T* __restrict__ x, int dim, int* __restrict__ kvlen, const T* __restrict__ tte, const int* __restrict__ types) {
+// m is sequence m, whose cache holds pos[m] tokens before this one). With `xs`, also xs[m] =
+// nw * x[m] (the first block's norm weight times the row: the pre-scaled input of its q|k|v GEMV).
+extern "C" __global__ void MP_K(fused_embed)(const int* __restrict__ tok, const int* __restrict__ pos, const T* __restrict__ wte, const T* __restrict__ wpe, T* __restrict__ x, int dim, int* __restrict__ kvlen, const T* __restrict__ tte, const int* __restrict__ types, const T* __restrict__ nw, T* __restrict__ xs) {
     mp_pdl();
     int m = blockIdx.x;
     const T* e = wte + (i64)tok[m] * dim;
@@ -57,6 +58,7 @@ extern "C" __global__ void MP_K(fused_embed)(const int* __restrict__ tok, const 
         if (tt) v += to_f32(tt[i]);
         if (p) v += to_f32(p[i]);
         o[i] = cvt<T>(v);
+        if (xs) xs[(i64)m * dim + i] = cvt<T>(to_f32(nw[i]) * rnd(v));
     }
     if (kvlen && threadIdx.x == 0) kvlen[m] = pos[m] + 1;
 }
@@ -211,14 +213,19 @@ extern "C" __global__ void MP_K(fused_gemv4)(const T* x, const T* w, OT* y, int 
 //
 // y = x W^T for the MB (1..4) rows of a decode batch, where the steps around the product run inside
 // it instead of as kernels of their own:
-// - NORM (1 RMSNorm, 2 LayerNorm; 0 none): x is the residual stream and the product is taken with
-//   norm(x). Nothing waits for the norm: the warp multiplies W by (norm weight * x) while it sums
+// - NORM (1 RMSNorm, 2 LayerNorm; 0 none; 3 RMSNorm of a pre-scaled row): x is the residual stream
+//   and the product is taken with norm(x). Nothing waits for the norm: the warp multiplies W by (norm weight * x) while it sums
 //   x (and x^2) over the same chunks, and applies the statistics at the end: RMSNorm
 //   y = rsqrt(mean(x^2) + eps) sum W w x; LayerNorm y = r (sum W w x - mean sum W w) + sum W b
 //   with r = rsqrt(var + eps). The same as normalizing first up to f32 rounding, except that h is
 //   not rounded to T before the product (within the bf16/f16 tolerance of the module path).
+//   NORM 3 moves that work out of the loop: x already holds round(w * r) for the raw residual row
+//   r = `xr` (written by the previous GEMV's residual epilogue or by the embedding), so the loop is
+//   the plain product; each block sums r^2 once (its loads issued before the loop, the sum taken
+//   after it) and y = rsqrt(mean(r^2) + eps) sum W x. Only the rounding of w * r to T differs from
+//   NORM 1.
 // - epilogue `epi`: 0 store y (OT); 1 the residual add of fused_add_norm (res += round(round(y) +
-//   bias)); 2 act(round(y) + bias) into `out`; 3 the gated MLP: a unit is the row pair (gate i,
+//   bias)), and with `xs` also xs = round(nx * res) (the next norm's pre-scaled input, NORM 3); 2 act(round(y) + bias) into `out`; 3 the gated MLP: a unit is the row pair (gate i,
 //   up i) of a [2 I, K] weight, out[i] = round(act(gate)) * up; 4 the attention input: a unit is
 //   the row pair (i, i + D/2) of one head of a [(H + 2 KVH) D, K] weight; bias, the rotary
 //   embedding at pos[m] (q and k heads, when cos_t is set) and the scatter of q to `out`
@@ -242,6 +249,9 @@ struct GemvArgs {
     const int* pos;
     const float* cos_t;
     const float* sin_t;
+    const T* xr;
+    const T* nx;
+    T* xs;
     i64 cache_sb, cache_sh;
     int N, K, units, ks, norm, epi, act, H, KVH, D;
     float eps;
@@ -262,8 +272,10 @@ template <int MB, int R, int NORM>
 __device__ __forceinline__ void gemv_fused(const GemvArgs& a) {
     // per warp: R x MB products, then (NORM) MB sums of x^2, (LayerNorm) MB sums of x and R sums
     // of W w and of W b
-    const int NV = R * MB + (NORM ? MB : 0) + (NORM == 2 ? MB + 2 * R : 0);
+    constexpr bool FLY = NORM == 1 || NORM == 2;  // the norm's statistics summed in the loop
+    const int NV = R * MB + (FLY ? MB : 0) + (NORM == 2 ? MB + 2 * R : 0);
     __shared__ float part[4][NV];
+    __shared__ float sq_part[4][MB];
     const int V = 16 / sizeof(T);
     const int K = a.K, chunks = K / V;
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
@@ -287,6 +299,21 @@ __device__ __forceinline__ void gemv_fused(const GemvArgs& a) {
         }
     }
     mp_pdl();
+    // NORM 3: this block's share of the raw rows (two chunks per thread), loaded now and summed
+    // after the first unit's loop, so the loads overlap the weight loads
+    const int QN = 2;
+    MpVec<T, V> xq[MB][QN];
+    if (NORM == 3) {
+#pragma unroll
+        for (int b = 0; b < MB; b++)
+#pragma unroll
+            for (int j = 0; j < QN; j++) {
+                int c = threadIdx.x + j * blockDim.x;
+                xq[b][j].raw = c < chunks ? __ldg(reinterpret_cast<const uint4*>(a.xr + (i64)b * K) + c) : make_uint4(0, 0, 0, 0);
+            }
+    }
+    float row_sq = 0.0f;  // NORM 3: lane b's sum of raw x^2 of batch row b
+    bool first = true;
     for (int ub = blockIdx.x; ub * upb < a.units; ub += gridDim.x) {
         int u = ub * upb + warp / ks;
         bool live = u < a.units;
@@ -306,7 +333,7 @@ __device__ __forceinline__ void gemv_fused(const GemvArgs& a) {
                 wv[0].raw = __ldg(w0 + c);
                 if (R == 2) wv[R - 1].raw = __ldg(w1 + c);
                 float g[V], bb[V];
-                if (NORM) {
+                if (FLY) {
                     MpVec<T, V> t;
                     t.raw = __ldg(reinterpret_cast<const uint4*>(a.nw) + c);
 #pragma unroll
@@ -333,9 +360,9 @@ __device__ __forceinline__ void gemv_fused(const GemvArgs& a) {
 #pragma unroll
                     for (int e = 0; e < V; e++) {
                         float xf = to_f32(xv.v[e]);
-                        if (NORM) v[R * MB + b] += xf * xf;
+                        if (FLY) v[R * MB + b] += xf * xf;
                         if (NORM == 2) v[(R + 1) * MB + b] += xf;
-                        float xw = NORM ? xf * g[e] : xf;
+                        float xw = FLY ? xf * g[e] : xf;
 #pragma unroll
                         for (int r = 0; r < R; r++) v[r * MB + b] += to_f32(wv[r].v[e]) * xw;
                     }
@@ -344,6 +371,40 @@ __device__ __forceinline__ void gemv_fused(const GemvArgs& a) {
         }
 #pragma unroll
         for (int j = 0; j < NV; j++) v[j] = warp_sum(v[j]);
+        if (NORM == 3 && first) {
+            // the block's sum of raw x^2 per batch row, in a fixed order (every block alike)
+            float t[MB];
+#pragma unroll
+            for (int b = 0; b < MB; b++) {
+                t[b] = 0.0f;
+#pragma unroll
+                for (int j = 0; j < QN; j++)
+#pragma unroll
+                    for (int e = 0; e < V; e++) {
+                        float xf = to_f32(xq[b][j].v[e]);
+                        t[b] += xf * xf;
+                    }
+                for (int c = threadIdx.x + QN * blockDim.x; c < chunks; c += blockDim.x) {
+                    MpVec<T, V> xv;
+                    xv.raw = __ldg(reinterpret_cast<const uint4*>(a.xr + (i64)b * K) + c);
+#pragma unroll
+                    for (int e = 0; e < V; e++) {
+                        float xf = to_f32(xv.v[e]);
+                        t[b] += xf * xf;
+                    }
+                }
+                t[b] = warp_sum(t[b]);
+                if (lane == 0) sq_part[warp][b] = t[b];
+            }
+            __syncthreads();
+#pragma unroll
+            for (int b = 0; b < MB; b++) {
+                float q = 0.0f;
+                for (int w = 0; w < nwarps; w++) q += sq_part[w][b];
+                if (lane == b) row_sq = q;
+            }
+        }
+        first = false;
         if (ks > 1) {
             // the partial sums of a unit's warps, added in warp order
             if (lane == 0)
@@ -368,10 +429,11 @@ __device__ __forceinline__ void gemv_fused(const GemvArgs& a) {
             if (j == b) {
                 s0 = v[j];
                 s1 = v[(R - 1) * MB + j];
-                if (NORM) sq = v[R * MB + j];
+                if (FLY) sq = v[R * MB + j];
                 if (NORM == 2) sx = v[(R + 1) * MB + j];
             }
-        if (NORM == 1) {
+        if (NORM == 3) sq = row_sq;
+        if (NORM == 1 || NORM == 3) {
             float r = rsqrtf(sq / K + a.eps);
             s0 *= r;
             s1 *= r;
@@ -387,7 +449,9 @@ __device__ __forceinline__ void gemv_fused(const GemvArgs& a) {
             float d = rnd(s0);
             if (a.bias) d = rnd(d + to_f32(a.bias[r0]));
             T* xr = a.res + (i64)b * a.N + r0;
-            *xr = cvt<T>(to_f32(*xr) + d);
+            float xn = rnd(to_f32(*xr) + d);
+            *xr = cvt<T>(xn);
+            if (a.xs) a.xs[(i64)b * a.N + r0] = cvt<T>(to_f32(a.nx[r0]) * xn);
         } else if (a.epi == 2) {
             float g = rnd(s0);
             if (a.bias) g = rnd(g + to_f32(a.bias[r0]));
@@ -424,11 +488,204 @@ __device__ __forceinline__ void gemv_fused(const GemvArgs& a) {
 }
 #define MP_GEMVX(MB, R, N) \
     extern "C" __global__ void __launch_bounds__(128) MP_K(fused_gemvx##MB##r##R##n##N)(const GemvArgs a) { gemv_fused<MB, R, N>(a); }
-#define MP_GEMVX_MB(MB) MP_GEMVX(MB, 1, 0) MP_GEMVX(MB, 1, 1) MP_GEMVX(MB, 1, 2) MP_GEMVX(MB, 2, 1) MP_GEMVX(MB, 2, 2)
+#define MP_GEMVX_MB(MB) MP_GEMVX(MB, 1, 0) MP_GEMVX(MB, 1, 1) MP_GEMVX(MB, 1, 2) MP_GEMVX(MB, 2, 1) MP_GEMVX(MB, 2, 2) MP_GEMVX(MB, 1, 3) MP_GEMVX(MB, 2, 3)
 MP_GEMVX_MB(1)
 MP_GEMVX_MB(2)
 MP_GEMVX_MB(3)
 MP_GEMVX_MB(4)
+
+// ---- decode attention in one kernel (a cluster of ATT_SPLITS blocks per head group) ----
+//
+// One query per sequence (row b of q [B, H, D]) over keys 0..kvlen[b] of the caches. Block
+// (split s, kv head x head group, sequence b) takes the s-th quarter of the keys for G query heads
+// of one kv head (K and V are read once). Each key's row goes straight to registers, LK lanes a key
+// (16 bytes each), every lane holding its q chunk of the G heads; a key's scores are summed over
+// its lanes with shuffles and each key slot keeps an online softmax (max, sum, output chunk). The
+// slots are merged by shuffles, the warps through shared memory, and the blocks of the cluster
+// through distributed shared memory: every block writes its (max, sum, output) into block 0's
+// shared memory and block 0 writes o. So one launch replaces the split and combine kernels, and
+// nothing goes through global memory but q, K, V and o. All merges run in a fixed order.
+#define ATT_WARPS 8
+#define ATT_SPLITS 4
+struct AttnArgs {
+    const T* q;
+    const T* kc;
+    const T* vc;
+    T* o;
+    const int* kvlen;
+    i64 cache_sb, cache_sh;
+    int H, KVH, hgroups, max_len;
+    float scale_log2;
+    int pad;
+};
+
+__device__ __forceinline__ unsigned cl_rank() {
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+// Stores v at `p` (a __shared__ address of this block) in the shared memory of cluster block `rank`.
+__device__ __forceinline__ void cl_store(float* p, unsigned rank, float v) {
+    unsigned a = (unsigned)__cvta_generic_to_shared(p), r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
+    asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(r), "f"(v) : "memory");
+}
+
+// exp2 with exp2(-inf) = 0 and a -inf reference point treated as 0 (an empty state)
+__device__ __forceinline__ float att_scale(float m, float ref) { return exp2f(m - (ref == -MP_INF ? 0.0f : ref)); }
+
+template <int LK, int G>
+__device__ __forceinline__ void attn_decode(const AttnArgs& a) {
+    constexpr int V = 16 / (int)sizeof(T), D = LK * V, GD = G * D;
+    constexpr int KPW = 32 / LK, NS = KPW * ATT_WARPS, U = 4;
+    __shared__ float w_acc[ATT_WARPS][GD];
+    __shared__ float w_m[ATT_WARPS][G], w_l[ATT_WARPS][G];
+    __shared__ float c_acc[ATT_SPLITS][GD];  // block 0's: every split's merged output
+    __shared__ float c_m[ATT_SPLITS][G], c_l[ATT_SPLITS][G];
+    // cluster barrier, first half: every block of the cluster has started before any writes
+    // into block 0's shared memory
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+    mp_pdl();
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int c = lane % LK, slot = warp * KPW + lane / LK;
+    const unsigned rank = cl_rank();
+    const int b = blockIdx.z, kvh = blockIdx.y / a.hgroups, hg = blockIdx.y % a.hgroups;
+    const int g = a.H / a.KVH, h0 = kvh * g + hg * G, nh = min(G, g - hg * G);
+    const int L = max(0, min(a.kvlen[b], a.max_len));
+    const int chunk = (L + ATT_SPLITS - 1) / ATT_SPLITS;
+    const int kb = (int)rank * chunk, ke = min(kb + chunk, L);
+    const T* K = a.kc + (i64)b * a.cache_sb + (i64)kvh * a.cache_sh + c * V;
+    const T* Vv = a.vc + (i64)b * a.cache_sb + (i64)kvh * a.cache_sh + c * V;
+    float qf[G][V], acc[G][V], m[G], l[G];
+#pragma unroll
+    for (int gi = 0; gi < G; gi++) {
+        MpVec<T, V> t;
+        t.raw = gi < nh ? __ldg(reinterpret_cast<const uint4*>(a.q + ((i64)b * a.H + h0 + gi) * D) + c) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int e = 0; e < V; e++) {
+            qf[gi][e] = to_f32(t.v[e]) * a.scale_log2;
+            acc[gi][e] = 0.0f;
+        }
+        m[gi] = -MP_INF;
+        l[gi] = 0.0f;
+    }
+    for (int t0 = kb; t0 < ke; t0 += NS * U) {
+        uint4 kr[U], vr[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            int j = t0 + slot + u * NS;
+            if (j < ke) {
+                kr[u] = *reinterpret_cast<const uint4*>(K + (i64)j * D);
+                vr[u] = *reinterpret_cast<const uint4*>(Vv + (i64)j * D);
+            } else {
+                kr[u] = make_uint4(0, 0, 0, 0);
+                vr[u] = make_uint4(0, 0, 0, 0);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            MpVec<T, V> kv, vv;
+            kv.raw = kr[u];
+            vv.raw = vr[u];
+            float sc[G];
+#pragma unroll
+            for (int gi = 0; gi < G; gi++) {
+                float t = 0.0f;
+#pragma unroll
+                for (int e = 0; e < V; e++) t = fmaf(qf[gi][e], to_f32(kv.v[e]), t);
+                sc[gi] = t;
+            }
+#pragma unroll
+            for (int o = LK / 2; o > 0; o >>= 1)
+#pragma unroll
+                for (int gi = 0; gi < G; gi++) sc[gi] += __shfl_xor_sync(0xffffffffu, sc[gi], o);
+            if (t0 + slot + u * NS < ke) {
+#pragma unroll
+                for (int gi = 0; gi < G; gi++) {
+                    float mn = fmaxf(m[gi], sc[gi]);
+                    float al = att_scale(m[gi], mn), p = att_scale(sc[gi], mn);
+                    l[gi] = l[gi] * al + p;
+#pragma unroll
+                    for (int e = 0; e < V; e++) acc[gi][e] = fmaf(p, to_f32(vv.v[e]), acc[gi][e] * al);
+                    m[gi] = mn;
+                }
+            }
+        }
+    }
+    // merge the key slots of the warp (lanes c, c + LK, ...), then the warps
+#pragma unroll
+    for (int o = LK; o < 32; o <<= 1)
+#pragma unroll
+        for (int gi = 0; gi < G; gi++) {
+            float om = __shfl_xor_sync(0xffffffffu, m[gi], o), ol = __shfl_xor_sync(0xffffffffu, l[gi], o);
+            float mn = fmaxf(m[gi], om);
+            float a1 = att_scale(m[gi], mn), a2 = att_scale(om, mn);
+            l[gi] = l[gi] * a1 + ol * a2;
+#pragma unroll
+            for (int e = 0; e < V; e++) {
+                float oa = __shfl_xor_sync(0xffffffffu, acc[gi][e], o);
+                acc[gi][e] = acc[gi][e] * a1 + oa * a2;
+            }
+            m[gi] = mn;
+        }
+    if (lane < LK) {
+#pragma unroll
+        for (int gi = 0; gi < G; gi++) {
+#pragma unroll
+            for (int e = 0; e < V; e++) w_acc[warp][gi * D + c * V + e] = acc[gi][e];
+            if (lane == 0) {
+                w_m[warp][gi] = m[gi];
+                w_l[warp][gi] = l[gi];
+            }
+        }
+    }
+    __syncthreads();
+    // cluster barrier, second half (block 0's shared memory is live from here on)
+    asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+    for (int i = tid; i < GD; i += blockDim.x) {
+        const int gi = i / D;
+        float mx = -MP_INF;
+#pragma unroll
+        for (int w = 0; w < ATT_WARPS; w++) mx = fmaxf(mx, w_m[w][gi]);
+        float sl = 0.0f, sa = 0.0f;
+#pragma unroll
+        for (int w = 0; w < ATT_WARPS; w++) {
+            float f = att_scale(w_m[w][gi], mx);
+            sl += w_l[w][gi] * f;
+            sa += w_acc[w][i] * f;
+        }
+        cl_store(&c_acc[rank][i], 0, sa);
+        if (i % D == 0) {
+            cl_store(&c_m[rank][gi], 0, mx);
+            cl_store(&c_l[rank][gi], 0, sl);
+        }
+    }
+    asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+    asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+    if (rank != 0) return;
+    for (int i = tid; i < nh * D; i += blockDim.x) {
+        const int gi = i / D;
+        float mx = -MP_INF;
+#pragma unroll
+        for (int s = 0; s < ATT_SPLITS; s++) mx = fmaxf(mx, c_m[s][gi]);
+        float sl = 0.0f, sa = 0.0f;
+#pragma unroll
+        for (int s = 0; s < ATT_SPLITS; s++) {
+            float f = att_scale(c_m[s][gi], mx);
+            sl += c_l[s][gi] * f;
+            sa += c_acc[s][i] * f;
+        }
+        a.o[((i64)b * a.H + h0) * D + i] = cvt<T>(sl > 0.0f ? sa / sl : 0.0f);
+    }
+}
+#define MP_ATTN(LK, G) \
+    extern "C" __global__ void __cluster_dims__(ATT_SPLITS, 1, 1) __launch_bounds__(ATT_WARPS * 32) MP_K(fused_attn_l##LK##g##G)(const AttnArgs a) { attn_decode<LK, G>(a); }
+#define MP_ATTN_LK(LK) MP_ATTN(LK, 1) MP_ATTN(LK, 2) MP_ATTN(LK, 4)
+MP_ATTN_LK(2)
+MP_ATTN_LK(4)
+MP_ATTN_LK(8)
+MP_ATTN_LK(16)
+MP_ATTN(32, 1) MP_ATTN(32, 2)  // G = 4 would pass the 48 KB of static shared memory at 16-bit D = 256
 
 // ---- token selection: one block (1024 threads) per sequence, over f32 logits [B, V] ----
 

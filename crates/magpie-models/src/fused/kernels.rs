@@ -47,6 +47,10 @@ pub struct GemvNorm {
     pub w: u64,
     pub b: u64,
     pub eps: f32,
+    /// RMSNorm only: the raw residual rows (0: none). When set, the GEMV's `x` already holds
+    /// `w * raw` (written by [`GemvEpi::Residual`]'s `next` or [`Kernels::embed`]'s `scaled`), the
+    /// loop is the plain product and only `mean(raw^2)` is taken from `raw`, once per block.
+    pub raw: u64,
 }
 
 /// What a fused decode GEMV does with its sums `y [m, n]` (see `gemv_fused` in kernels.cu). Bias
@@ -55,8 +59,9 @@ pub struct GemvNorm {
 pub enum GemvEpi {
     /// `y` into `y`, in the storage dtype or f32 (`out`).
     Store { y: u64, out: DType },
-    /// The residual step: `res [m, n] += round(y + bias)`.
-    Residual { res: u64, bias: u64 },
+    /// The residual step: `res [m, n] += round(y + bias)`; with `next = (nw, xs)` (0, 0: none) also
+    /// `xs [m, n] = nw * res`, the pre-scaled input of the next RMSNorm (see [`GemvNorm::raw`]).
+    Residual { res: u64, bias: u64, next: (u64, u64) },
     /// `out [m, n] = act(y + bias)`.
     Act { out: u64, bias: u64, kind: ActKind },
     /// The gated MLP over a `[2 inter, k]` gate | up weight (`n` = 2 inter):
@@ -85,6 +90,9 @@ struct GemvArgs {
     pos: u64,
     cos: u64,
     sin: u64,
+    xr: u64,
+    nx: u64,
+    xs: u64,
     cache_sb: i64,
     cache_sh: i64,
     n: i32,
@@ -114,10 +122,12 @@ pub struct Kernels {
     /// GEMV for 1..=4 rows with f32 output (the LM head).
     gemv_f32: [Func; 4],
     /// Fused decode GEMV (`gemv_fused`) for 1..=4 rows, by (weight rows per unit, norm): (1, none),
-    /// (1, RMS), (1, Layer), (2, RMS), (2, Layer).
-    gemvx: [[Func; 5]; 4],
-    /// The same with f32 output (the LM head; the first three variants).
-    gemvx_f32: [[Func; 3]; 4],
+    /// (1, RMS), (1, Layer), (2, RMS), (2, Layer), (1, pre-scaled RMS), (2, pre-scaled RMS).
+    gemvx: [[Func; 7]; 4],
+    /// The same with f32 output (the LM head): (1, none), (1, RMS), (1, Layer), (1, pre-scaled RMS).
+    gemvx_f32: [[Func; 4]; 4],
+    /// One-kernel decode attention (`attn_decode`) by (lanes per key, query heads per block).
+    attn: Vec<((usize, usize), Func)>,
     /// Warps per output unit of the fused GEMV (1, 2 or 4); 0 chooses from the shape.
     pub gemv_split: usize,
     /// Launch with programmatic dependent launch (each kernel's launch overlaps the previous one's tail).
@@ -134,14 +144,58 @@ fn ctype(dt: DType) -> Result<&'static str> {
 }
 
 /// The fused GEMV variants of `mb` rows (see [`Kernels::gemvx`]).
-fn gemvx(mb: usize, f: &dyn Fn(&str) -> Result<Func>) -> Result<[Func; 5]> {
-    let [a, b, c] = gemvx_plain(mb, f)?;
-    Ok([a, b, c, f(&format!("gemvx{mb}r2n1"))?, f(&format!("gemvx{mb}r2n2"))?])
+fn gemvx(mb: usize, f: &dyn Fn(&str) -> Result<Func>) -> Result<[Func; 7]> {
+    let v = |s: &str| f(&format!("gemvx{mb}{s}"));
+    Ok([v("r1n0")?, v("r1n1")?, v("r1n2")?, v("r2n1")?, v("r2n2")?, v("r1n3")?, v("r2n3")?])
 }
 
-/// The one-row-per-unit fused GEMV variants of `mb` rows: no norm, RMSNorm, LayerNorm.
-fn gemvx_plain(mb: usize, f: &dyn Fn(&str) -> Result<Func>) -> Result<[Func; 3]> {
-    Ok([f(&format!("gemvx{mb}r1n0"))?, f(&format!("gemvx{mb}r1n1"))?, f(&format!("gemvx{mb}r1n2"))?])
+/// The one-row-per-unit fused GEMV variants of `mb` rows: no norm, RMSNorm, LayerNorm, pre-scaled RMSNorm.
+fn gemvx_plain(mb: usize, f: &dyn Fn(&str) -> Result<Func>) -> Result<[Func; 4]> {
+    let v = |s: &str| f(&format!("gemvx{mb}{s}"));
+    Ok([v("r1n0")?, v("r1n1")?, v("r1n2")?, v("r1n3")?])
+}
+
+/// The (lanes per key, query heads per block) instances of `attn_decode` in kernels.cu.
+const ATTN_VARIANTS: [(usize, usize); 14] = [(2, 1), (2, 2), (2, 4), (4, 1), (4, 2), (4, 4), (8, 1), (8, 2), (8, 4), (16, 1), (16, 2), (16, 4), (32, 1), (32, 2)];
+/// Key splits of `attn_decode` (the cluster size, `ATT_SPLITS` in kernels.cu) and its threads.
+const ATTN_SPLITS: u32 = 4;
+const ATTN_THREADS: u32 = 256;
+/// The longest cache `attn_decode` serves (each block walks a quarter of the keys; past this the
+/// split-KV kernels of the core spread the keys over more blocks).
+pub const ATTN_MAX_LEN: usize = 4096;
+
+/// `AttnArgs` of kernels.cu, field for field.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct AttnArgs {
+    q: u64,
+    kc: u64,
+    vc: u64,
+    o: u64,
+    kvlen: u64,
+    cache_sb: i64,
+    cache_sh: i64,
+    h: i32,
+    kvh: i32,
+    hgroups: i32,
+    max_len: i32,
+    scale_log2: f32,
+    pad: i32,
+}
+
+/// The shapes of one [`Kernels::attn_decode`] call.
+#[derive(Clone, Copy, Debug)]
+pub struct AttnShape {
+    /// Sequences (rows of q).
+    pub batch: usize,
+    /// Query heads, key/value heads, head dim.
+    pub heads: (usize, usize, usize),
+    /// Element strides of the caches between sequences and between kv heads (keys are `head_dim` apart).
+    pub cache_strides: (i64, i64),
+    /// The caches' length: key counts are clamped to it.
+    pub max_len: usize,
+    /// Softmax scale of the scores.
+    pub scale: f32,
 }
 
 impl Kernels {
@@ -158,12 +212,15 @@ impl Kernels {
         let mut plain: Vec<String> = ["embed", "add_norm", "rope_kv", "act", "select_token", "gemv1", "gemv2", "gemv3", "gemv4"].iter().map(|k| k.to_string()).collect();
         let mut wide: Vec<String> = ["gemv1", "gemv2", "gemv3", "gemv4"].iter().map(|k| k.to_string()).collect();
         for mb in 1..=4 {
-            for v in ["r1n0", "r1n1", "r1n2", "r2n1", "r2n2"] {
+            for v in ["r1n0", "r1n1", "r1n2", "r2n1", "r2n2", "r1n3", "r2n3"] {
                 plain.push(format!("gemvx{mb}{v}"));
             }
-            for v in ["r1n0", "r1n1", "r1n2"] {
+            for v in ["r1n0", "r1n1", "r1n2", "r1n3"] {
                 wide.push(format!("gemvx{mb}{v}"));
             }
+        }
+        for (lk, g) in ATTN_VARIANTS {
+            plain.push(format!("attn_l{lk}g{g}"));
         }
         let load = |names: &[String], suffix: &str, src: &str| -> Result<HashMap<String, Func>> {
             let full: Vec<String> = names.iter().map(|k| format!("fused_{k}{suffix}")).collect();
@@ -186,6 +243,7 @@ impl Kernels {
             gemv_f32: [g("gemv1")?, g("gemv2")?, g("gemv3")?, g("gemv4")?],
             gemvx: [gemvx(1, &f)?, gemvx(2, &f)?, gemvx(3, &f)?, gemvx(4, &f)?],
             gemvx_f32: [gemvx_plain(1, &g)?, gemvx_plain(2, &g)?, gemvx_plain(3, &g)?, gemvx_plain(4, &g)?],
+            attn: ATTN_VARIANTS.iter().map(|&(lk, gb)| Ok(((lk, gb), f(&format!("attn_l{lk}g{gb}"))?))).collect::<Result<_>>()?,
             gemv_split: 0,
             pdl: true,
         })
@@ -201,11 +259,12 @@ impl Kernels {
     }
 
     /// `x[m] = wte[tok[m]] (+ wpe[pos[m]]) (+ tte[types[m]])` for `m < rows` (0 addresses: absent;
-    /// `types` 0 with a `tte`: type 0); with `kvlen`, `kvlen[m] = pos[m] + 1`.
+    /// `types` 0 with a `tte`: type 0); with `kvlen`, `kvlen[m] = pos[m] + 1`; with `scaled = (nw, xs)`
+    /// (0, 0: none), `xs[m] = nw * x[m]` (see [`GemvNorm::raw`]).
     #[allow(clippy::too_many_arguments)]
-    pub fn embed(&self, dev: &CudaDevice, rows: usize, tok: u64, pos: u64, wte: u64, wpe: u64, x: u64, dim: usize, kvlen: u64, tte: u64, types: u64) -> Result<()> {
+    pub fn embed(&self, dev: &CudaDevice, rows: usize, tok: u64, pos: u64, wte: u64, wpe: u64, x: u64, dim: usize, kvlen: u64, tte: u64, types: u64, scaled: (u64, u64)) -> Result<()> {
         let mut a = Args::new();
-        a.push(tok).push(pos).push(wte).push(wpe).push(x).push(dim as i32).push(kvlen).push(tte).push(types);
+        a.push(tok).push(pos).push(wte).push(wpe).push(x).push(dim as i32).push(kvlen).push(tte).push(types).push(scaled.0).push(scaled.1);
         self.go(dev, "fused.embed", self.embed, (rows as u32, 1, 1), (256, 1, 1), 0, &mut a)
     }
 
@@ -286,10 +345,19 @@ impl Kernels {
         }
         let mut a = GemvArgs { x, w, n: n as i32, k: k as i32, units: n as i32, ..GemvArgs::default() };
         if let Some(nm) = norm {
-            a.norm = if nm.rms { 1 } else { 2 };
+            a.norm = match (nm.rms, nm.raw) {
+                (true, 0) => 1,
+                (true, _) => 3,
+                (false, 0) => 2,
+                (false, _) => return Err(Error::value(op, "a pre-scaled input is for RMSNorm")),
+            };
+            if nm.raw != 0 && !nm.raw.is_multiple_of(16) {
+                return Err(Error::value(op, format!("the raw rows at {:#x} are not 16-byte aligned", nm.raw)));
+            }
             a.nw = nm.w;
             a.nb = nm.b;
             a.eps = nm.eps;
+            a.xr = nm.raw;
         }
         let mut pair = false;
         let mut f32_out = false;
@@ -302,10 +370,15 @@ impl Kernels {
                     return Err(Error::value(op, format!("output dtype {out} of a {} GEMV", self.dtype)));
                 }
             }
-            GemvEpi::Residual { res, bias } => {
+            GemvEpi::Residual { res, bias, next: (nx, xs) } => {
+                if (nx == 0) != (xs == 0) {
+                    return Err(Error::value(op, "the next norm's weight and its output come together"));
+                }
                 a.epi = 1;
                 a.res = res;
                 a.bias = bias;
+                a.nx = nx;
+                a.xs = xs;
             }
             GemvEpi::Act { out, bias, kind } => {
                 a.epi = 2;
@@ -363,18 +436,72 @@ impl Kernels {
         a.ks = ks as i32;
         let warps = 4usize;
         let blocks = units.div_ceil(warps / ks).clamp(1, i32::MAX as usize);
-        let variant = match (pair, a.norm) {
-            (false, n) => n as usize,
-            (true, 0) => return Err(Error::value(op, "the row-pair epilogues come with a norm")),
-            (true, n) => 2 + n as usize,
-        };
-        let f = match (f32_out, variant) {
-            (false, v) => self.gemvx[m - 1][v],
-            (true, v) if v < 3 => self.gemvx_f32[m - 1][v],
-            _ => return Err(Error::value(op, "f32 output is for plain products")),
+        let f = match (f32_out, pair, a.norm) {
+            (_, true, 0) => return Err(Error::value(op, "the row-pair epilogues come with a norm")),
+            (true, true, _) => return Err(Error::value(op, "f32 output is for plain products")),
+            (false, false, 3) => self.gemvx[m - 1][5],
+            (false, false, n) => self.gemvx[m - 1][n as usize],
+            (false, true, 3) => self.gemvx[m - 1][6],
+            (false, true, n) => self.gemvx[m - 1][2 + n as usize],
+            (true, false, n) => self.gemvx_f32[m - 1][n as usize],
         };
         let mut args = Args::new();
         args.push(a);
         self.go(dev, op, f, (blocks as u32, 1, 1), (32 * warps as u32, 1, 1), 0, &mut args)
+    }
+
+    /// The (lanes per key, query heads per block) of `attn_decode` for `shape`, when it serves it:
+    /// 16-byte key rows split over a power of two of lanes (2..32) and a cache of at most
+    /// [`ATTN_MAX_LEN`] keys.
+    fn attn_plan(&self, shape: &AttnShape) -> Option<(usize, usize)> {
+        let (h, kvh, d) = shape.heads;
+        let bytes = d * self.dtype.size();
+        if kvh == 0 || h == 0 || !h.is_multiple_of(kvh) || !bytes.is_multiple_of(16) || shape.max_len > ATTN_MAX_LEN || shape.batch == 0 || shape.batch > 65535 {
+            return None;
+        }
+        let lk = bytes / 16;
+        let g = (h / kvh).next_power_of_two().min(if lk == 32 { 2 } else { 4 });
+        ATTN_VARIANTS.contains(&(lk, g)).then_some((lk, g))
+    }
+
+    /// Whether [`attn_decode`](Self::attn_decode) serves `shape` with q, the caches and o at these
+    /// addresses (16-byte aligned).
+    pub fn attn_fits(&self, shape: &AttnShape, ptrs: [u64; 4]) -> bool {
+        self.attn_plan(shape).is_some() && ptrs.iter().all(|p| p.is_multiple_of(16))
+    }
+
+    /// Decode attention of one query per sequence in one launch: `q [batch, heads, head_dim]` over
+    /// keys `0..kvlen[b]` (device i32, read on the device) of the caches `kc`, `vc` (laid out as
+    /// `shape.cache_strides` say), into `o [batch, heads, head_dim]`. A cluster of four blocks per
+    /// (sequence, kv head, head group) splits the keys and merges on the chip (see `attn_decode` in
+    /// kernels.cu). The same values as the core's `flash_decode` up to the order of f32 sums.
+    #[allow(clippy::too_many_arguments)]
+    pub fn attn_decode(&self, dev: &CudaDevice, shape: &AttnShape, q: u64, kc: u64, vc: u64, o: u64, kvlen: u64) -> Result<()> {
+        let op = "fused.attn_decode";
+        let plan = self.attn_plan(shape).filter(|_| [q, kc, vc, o].iter().all(|p| p.is_multiple_of(16)));
+        let Some((lk, gb)) = plan else {
+            return Err(Error::value(op, format!("{shape:?} does not fit the one-kernel decode attention")));
+        };
+        let f = self.attn.iter().find(|(k, _)| *k == (lk, gb)).map(|(_, f)| *f).ok_or_else(|| Error::device(op, format!("kernel attn_l{lk}g{gb} missing")))?;
+        let (h, kvh, _) = shape.heads;
+        let hgroups = (h / kvh).div_ceil(gb);
+        let a = AttnArgs {
+            q,
+            kc,
+            vc,
+            o,
+            kvlen,
+            cache_sb: shape.cache_strides.0,
+            cache_sh: shape.cache_strides.1,
+            h: h as i32,
+            kvh: kvh as i32,
+            hgroups: hgroups as i32,
+            max_len: shape.max_len as i32,
+            scale_log2: shape.scale * std::f32::consts::LOG2_E,
+            pad: 0,
+        };
+        let mut args = Args::new();
+        args.push(a);
+        self.go(dev, op, f, (ATTN_SPLITS, (kvh * hgroups) as u32, shape.batch as u32), (ATTN_THREADS, 1, 1), 0, &mut args)
     }
 }
