@@ -204,10 +204,7 @@ fn run_case(a: &Args, case: &str, path: &str) -> Result<Vec<Value>> {
         // MAGPIE_FUSED_ATTN=0: the core's split-KV decode attention and its combine kernel instead
         // of the one-kernel attention of the folded step
         let attention_kernel = std::env::var("MAGPIE_FUSED_ATTN").map_or(true, |v| v != "0");
-        // MAGPIE_FUSED_PRENORM=0: RMSNorm statistics and weight inside every normed GEMV's loop
-        // instead of pre-scaled rows from the residual adds
-        let prescaled_norm = std::env::var("MAGPIE_FUSED_PRENORM").map_or(true, |v| v != "0");
-        let cfg = EngineConfig { max_batch: batch, max_len: prompt_len + new_tokens.max(1), gemv, pdl, fuse, gemv_split, attention_kernel, prescaled_norm, ..EngineConfig::default() };
+        let cfg = EngineConfig { max_batch: batch, max_len: prompt_len + new_tokens.max(1), gemv, pdl, fuse, gemv_split, attention_kernel, ..EngineConfig::default() };
         engine = Some(FusedDecoder::from_model(&model, cfg)?);
     }
     // the fused engines hold what they read: free the module tree (its unfused q/k/v, gate/up)

@@ -229,15 +229,15 @@ fn fused_decode_step_equals_the_separate_kernels() {
                 let cfg = EngineConfig { max_batch: 4, max_len: 64, ..EngineConfig::default() };
                 let (want, want_tok, fused) = decode_logits(m, &prompts[..batch], steps, EngineConfig { fuse: false, ..cfg });
                 assert!(!fused, "{label} {dtype}: fuse = false still fuses");
-                // every split of K with the one-kernel attention and pre-scaled norms (the
-                // defaults), then each of those two off
-                let variants = [(0, true, true), (1, true, true), (2, true, true), (4, true, true), (0, false, true), (0, true, false)];
-                for (split, attention_kernel, prescaled_norm) in variants {
-                    let c = EngineConfig { gemv_split: split, attention_kernel, prescaled_norm, ..cfg };
+                // every split of K with the one-kernel attention (the default), then the core's
+                // split-KV attention
+                let variants = [(0, true), (1, true), (2, true), (4, true), (0, false)];
+                for (split, attention_kernel) in variants {
+                    let c = EngineConfig { gemv_split: split, attention_kernel, ..cfg };
                     let (got, got_tok, fused) = decode_logits(m, &prompts[..batch], steps, c);
                     assert!(fused, "{label} {dtype} batch {batch}: the decode step is not fused");
                     let d = rel_diff(&got, &want);
-                    let what = format!("{label} {dtype} batch {batch} split {split} attention kernel {attention_kernel} pre-scaled norm {prescaled_norm}");
+                    let what = format!("{label} {dtype} batch {batch} split {split} attention kernel {attention_kernel}");
                     assert!(d <= tol, "{what}: fused logits differ from the separate kernels' by {d} (tolerance {tol})");
                     if dtype == DType::F32 {
                         assert_eq!(got_tok, want_tok, "{what}: fused decoding picks other tokens");

@@ -292,7 +292,7 @@ impl FusedEncoder {
         let (h, m) = (self.hidden, b * t);
         let hd = h / self.heads;
         let (x0, x1) = (self.x[0].ptr, self.x[1].ptr);
-        k.embed(d, m, self.ids.ptr, self.pos.ptr, self.emb.0, self.emb.1, x1, h, 0, self.emb.2, self.types.ptr, (0, 0))?;
+        k.embed(d, m, self.ids.ptr, self.pos.ptr, self.emb.0, self.emb.1, x1, h, 0, self.emb.2, self.types.ptr)?;
         k.add_norm(d, m, x1, 0, 0, self.emb_ln.0, self.emb_ln.1, x0, h, self.eps, false)?;
         // every layer reads x[0] and leaves its output there (x[1] holds the mid-layer residual)
         let cur = 0;

@@ -40,15 +40,11 @@ pub struct EngineConfig {
     /// merges its key splits on the chip) where its shapes allow (false: the core's split-KV
     /// kernel and its combine).
     pub attention_kernel: bool,
-    /// In the folded decode step of an RMSNorm model, each residual add also writes the next norm's
-    /// weight times the row, so the next GEMV multiplies by that row and takes only its mean square
-    /// (false: the norm weight and the statistics in every GEMV's loop).
-    pub prescaled_norm: bool,
 }
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        EngineConfig { max_batch: 1, max_len: 2048, prefill_chunk: 4096, cuda_graphs: true, gemv: true, pdl: true, fuse: true, gemv_split: 0, attention_kernel: true, prescaled_norm: true }
+        EngineConfig { max_batch: 1, max_len: 2048, prefill_chunk: 4096, cuda_graphs: true, gemv: true, pdl: true, fuse: true, gemv_split: 0, attention_kernel: true }
     }
 }
 
@@ -417,27 +413,19 @@ impl FusedDecoder {
         let b = &self.b;
         let qd = s.heads * s.head_dim;
         let fin = (ptr(&self.w.final_norm.w)?, opt_ptr(&self.w.final_norm.b)?);
-        // the normed products read x, or with pre-scaled norms h (and x for the statistic)
-        let xin = if self.prescaled() { b.h.ptr } else { b.x.ptr };
-        let mut ok = k.gemv_fusable(m, s.hidden, xin, ptr(&self.w.lm_head)?, fin) && b.x.ptr.is_multiple_of(16);
+        let mut ok = k.gemv_fusable(m, s.hidden, b.x.ptr, ptr(&self.w.lm_head)?, fin);
         for l in &self.lp {
-            ok &= k.gemv_fusable(m, s.hidden, xin, l.qkv_w, l.n1)
+            ok &= k.gemv_fusable(m, s.hidden, b.x.ptr, l.qkv_w, l.n1)
                 && k.gemv_fusable(m, qd, b.attn.ptr, l.o_w, (0, 0))
-                && k.gemv_fusable(m, s.hidden, xin, l.up_w, l.n2)
+                && k.gemv_fusable(m, s.hidden, b.x.ptr, l.up_w, l.n2)
                 && k.gemv_fusable(m, s.inter, b.act.ptr, l.down_w, (0, 0));
         }
         Ok(ok)
     }
 
-    /// Whether the folded decode step feeds its RMSNorms pre-scaled rows (see
-    /// [`EngineConfig::prescaled_norm`]).
-    fn prescaled(&self) -> bool {
-        self.cfg.prescaled_norm && self.w.spec.norm == NormKind::Rms
-    }
-
     /// A decode step of `m` (1-4) rows with the small kernels folded into the GEMVs: per block the
     /// q|k|v GEMV (norm on the fly; bias, rotary embedding and cache write in its epilogue), decode
-    /// attention, the o GEMV (residual add), the gate|up or fc GEMV (norm on the fly; activation),
+    /// attention (one kernel where [`EngineConfig::attention_kernel`] and its shapes allow), the o GEMV (residual add), the gate|up or fc GEMV (norm on the fly; activation),
     /// the down GEMV (residual add); then the LM head (final norm on the fly) and the selection.
     /// Same values as the unfused step up to the order of f32 sums and the rounding of the
     /// normalized rows (not rounded to the storage dtype before the product).
@@ -446,17 +434,9 @@ impl FusedDecoder {
         let dt = self.dtype;
         let (qd, kvd) = (s.heads * s.head_dim, s.kv_heads * s.head_dim);
         let rms = s.norm == NormKind::Rms;
-        // pre-scaled norms: every residual add (and the embedding) also writes the next norm's
-        // weight times the row into h, which the normed GEMVs multiply by
-        let pre = self.prescaled();
-        let xin = if pre { b.h.ptr } else { b.x.ptr };
-        let raw = if pre { b.x.ptr } else { 0 };
-        let norm = |n: (u64, u64)| Some(GemvNorm { rms, w: n.0, b: n.1, eps: s.eps, raw });
-        let next = |n: (u64, u64)| if pre { (n.0, b.h.ptr) } else { (0, 0) };
-        let fin = (ptr(&self.w.final_norm.w)?, opt_ptr(&self.w.final_norm.b)?);
+        let norm = |n: (u64, u64)| Some(GemvNorm { rms, w: n.0, b: n.1, eps: s.eps });
         let wpe = self.w.wpe.as_ref().map_or(Ok(0), ptr)?;
-        let first = self.lp.first().map_or(fin, |l| l.n1);
-        k.embed(d, m, b.tok.ptr, b.pos.ptr, ptr(&self.w.wte)?, wpe, b.x.ptr, s.hidden, b.kvlen.ptr, 0, 0, next(first))?;
+        k.embed(d, m, b.tok.ptr, b.pos.ptr, ptr(&self.w.wte)?, wpe, b.x.ptr, s.hidden, b.kvlen.ptr, 0, 0)?;
         let cache_sh = (self.cfg.max_len * s.head_dim) as i64;
         let cache_sb = s.kv_heads as i64 * cache_sh;
         let (cos, sin) = (b.cos.as_ref().map_or(0, |x| x.ptr), b.sin.as_ref().map_or(0, |x| x.ptr));
@@ -465,7 +445,7 @@ impl FusedDecoder {
         for (li, l) in self.lp.iter().enumerate() {
             let (kc, vc) = (b.k_cache[li].ptr, b.v_cache[li].ptr);
             let qkv = GemvEpi::Qkv { q: b.q.ptr, kc, vc, bias: l.qkv_b, pos: b.pos.ptr, cos, sin, heads: (s.heads, s.kv_heads, s.head_dim), cache_strides: (cache_sb, cache_sh) };
-            k.gemv_fused(d, m, qd + 2 * kvd, s.hidden, xin, l.qkv_w, norm(l.n1), qkv)?;
+            k.gemv_fused(d, m, qd + 2 * kvd, s.hidden, b.x.ptr, l.qkv_w, norm(l.n1), qkv)?;
             if self.cfg.attention_kernel && k.attn_fits(&shape, [b.q.ptr, kc, vc, b.attn.ptr]) {
                 k.attn_decode(d, &shape, b.q.ptr, kc, vc, b.attn.ptr, b.kvlen.ptr)?;
             } else {
@@ -473,17 +453,17 @@ impl FusedDecoder {
                 let cache = |ptr: u64| AttnOperand { ptr, sb: cache_sb, sh: cache_sh, ss: s.head_dim as i64 };
                 attention::flash_decode(d, &p, qo(b.q.ptr), cache(kc), cache(vc), qo(b.attn.ptr), b.kvlen.ptr, b.ws.ptr)?;
             }
-            k.gemv_fused(d, m, s.hidden, qd, b.attn.ptr, l.o_w, None, GemvEpi::Residual { res: b.x.ptr, bias: l.o_b, next: next(l.n2) })?;
+            k.gemv_fused(d, m, s.hidden, qd, b.attn.ptr, l.o_w, None, GemvEpi::Residual { res: b.x.ptr, bias: l.o_b })?;
             let (up, mlp) = if s.gated {
                 (2 * s.inter, GemvEpi::Gated { out: b.act.ptr, bias: l.up_b, kind: s.act })
             } else {
                 (s.inter, GemvEpi::Act { out: b.act.ptr, bias: l.up_b, kind: s.act })
             };
-            k.gemv_fused(d, m, up, s.hidden, xin, l.up_w, norm(l.n2), mlp)?;
-            let after = self.lp.get(li + 1).map_or(fin, |nl| nl.n1);
-            k.gemv_fused(d, m, s.hidden, s.inter, b.act.ptr, l.down_w, None, GemvEpi::Residual { res: b.x.ptr, bias: l.down_b, next: next(after) })?;
+            k.gemv_fused(d, m, up, s.hidden, b.x.ptr, l.up_w, norm(l.n2), mlp)?;
+            k.gemv_fused(d, m, s.hidden, s.inter, b.act.ptr, l.down_w, None, GemvEpi::Residual { res: b.x.ptr, bias: l.down_b })?;
         }
-        k.gemv_fused(d, m, s.vocab, s.hidden, xin, ptr(&self.w.lm_head)?, norm(fin), GemvEpi::Store { y: b.logits.ptr, out: DType::F32 })?;
+        let fin = (ptr(&self.w.final_norm.w)?, opt_ptr(&self.w.final_norm.b)?);
+        k.gemv_fused(d, m, s.vocab, s.hidden, b.x.ptr, ptr(&self.w.lm_head)?, norm(fin), GemvEpi::Store { y: b.logits.ptr, out: DType::F32 })?;
         self.select(m, 0)
     }
 
@@ -497,7 +477,7 @@ impl FusedDecoder {
         let rms = s.norm == NormKind::Rms;
         let wpe = self.w.wpe.as_ref().map_or(Ok(0), ptr)?;
         let gemv = self.cfg.gemv;
-        k.embed(d, m, tok, pos, ptr(&self.w.wte)?, wpe, b.x.ptr, s.hidden, if prefill.is_some() { 0 } else { kvlen }, 0, 0, (0, 0))?;
+        k.embed(d, m, tok, pos, ptr(&self.w.wte)?, wpe, b.x.ptr, s.hidden, if prefill.is_some() { 0 } else { kvlen }, 0, 0)?;
         let first = self.lp.first().map(|l| l.n1).unwrap_or((ptr(&self.w.final_norm.w)?, opt_ptr(&self.w.final_norm.b)?));
         k.add_norm(d, m, b.x.ptr, 0, 0, first.0, first.1, b.h.ptr, s.hidden, s.eps, rms)?;
         let cache_sh = (self.cfg.max_len * s.head_dim) as i64;

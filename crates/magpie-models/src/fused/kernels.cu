@@ -44,9 +44,8 @@ __device__ __forceinline__ float block_sum(float v, float* red) {
 
 // x[m] = wte[tok[m]] (+ wpe[pos[m]]) (+ tte[types[m]], row 0 when `types` is null), one block per
 // token, summed in f32 and rounded once. With `kvlen`, also kvlen[m] = pos[m] + 1 (a decode step: row
-// m is sequence m, whose cache holds pos[m] tokens before this one). With `xs`, also xs[m] =
-// nw * x[m] (the first block's norm weight times the row: the pre-scaled input of its q|k|v GEMV).
-extern "C" __global__ void MP_K(fused_embed)(const int* __restrict__ tok, const int* __restrict__ pos, const T* __restrict__ wte, const T* __restrict__ wpe, T* __restrict__ x, int dim, int* __restrict__ kvlen, const T* __restrict__ tte, const int* __restrict__ types, const T* __restrict__ nw, T* __restrict__ xs) {
+// m is sequence m, whose cache holds pos[m] tokens before this one).
+extern "C" __global__ void MP_K(fused_embed)(const int* __restrict__ tok, const int* __restrict__ pos, const T* __restrict__ wte, const T* __restrict__ wpe, T* __restrict__ x, int dim, int* __restrict__ kvlen, const T* __restrict__ tte, const int* __restrict__ types) {
     mp_pdl();
     int m = blockIdx.x;
     const T* e = wte + (i64)tok[m] * dim;
@@ -58,7 +57,6 @@ extern "C" __global__ void MP_K(fused_embed)(const int* __restrict__ tok, const 
         if (tt) v += to_f32(tt[i]);
         if (p) v += to_f32(p[i]);
         o[i] = cvt<T>(v);
-        if (xs) xs[(i64)m * dim + i] = cvt<T>(to_f32(nw[i]) * rnd(v));
     }
     if (kvlen && threadIdx.x == 0) kvlen[m] = pos[m] + 1;
 }
@@ -213,19 +211,14 @@ extern "C" __global__ void MP_K(fused_gemv4)(const T* x, const T* w, OT* y, int 
 //
 // y = x W^T for the MB (1..4) rows of a decode batch, where the steps around the product run inside
 // it instead of as kernels of their own:
-// - NORM (1 RMSNorm, 2 LayerNorm; 0 none; 3 RMSNorm of a pre-scaled row): x is the residual stream
-//   and the product is taken with norm(x). Nothing waits for the norm: the warp multiplies W by (norm weight * x) while it sums
+// - NORM (1 RMSNorm, 2 LayerNorm; 0 none): x is the residual stream and the product is taken with
+//   norm(x). Nothing waits for the norm: the warp multiplies W by (norm weight * x) while it sums
 //   x (and x^2) over the same chunks, and applies the statistics at the end: RMSNorm
 //   y = rsqrt(mean(x^2) + eps) sum W w x; LayerNorm y = r (sum W w x - mean sum W w) + sum W b
 //   with r = rsqrt(var + eps). The same as normalizing first up to f32 rounding, except that h is
 //   not rounded to T before the product (within the bf16/f16 tolerance of the module path).
-//   NORM 3 moves that work out of the loop: x already holds round(w * r) for the raw residual row
-//   r = `xr` (written by the previous GEMV's residual epilogue or by the embedding), so the loop is
-//   the plain product; each block sums r^2 once (its loads issued before the loop, the sum taken
-//   after it) and y = rsqrt(mean(r^2) + eps) sum W x. Only the rounding of w * r to T differs from
-//   NORM 1.
 // - epilogue `epi`: 0 store y (OT); 1 the residual add of fused_add_norm (res += round(round(y) +
-//   bias)), and with `xs` also xs = round(nx * res) (the next norm's pre-scaled input, NORM 3); 2 act(round(y) + bias) into `out`; 3 the gated MLP: a unit is the row pair (gate i,
+//   bias)); 2 act(round(y) + bias) into `out`; 3 the gated MLP: a unit is the row pair (gate i,
 //   up i) of a [2 I, K] weight, out[i] = round(act(gate)) * up; 4 the attention input: a unit is
 //   the row pair (i, i + D/2) of one head of a [(H + 2 KVH) D, K] weight; bias, the rotary
 //   embedding at pos[m] (q and k heads, when cos_t is set) and the scatter of q to `out`
@@ -249,9 +242,6 @@ struct GemvArgs {
     const int* pos;
     const float* cos_t;
     const float* sin_t;
-    const T* xr;
-    const T* nx;
-    T* xs;
     i64 cache_sb, cache_sh;
     int N, K, units, ks, norm, epi, act, H, KVH, D;
     float eps;
@@ -272,10 +262,8 @@ template <int MB, int R, int NORM>
 __device__ __forceinline__ void gemv_fused(const GemvArgs& a) {
     // per warp: R x MB products, then (NORM) MB sums of x^2, (LayerNorm) MB sums of x and R sums
     // of W w and of W b
-    constexpr bool FLY = NORM == 1 || NORM == 2;  // the norm's statistics summed in the loop
-    const int NV = R * MB + (FLY ? MB : 0) + (NORM == 2 ? MB + 2 * R : 0);
+    const int NV = R * MB + (NORM ? MB : 0) + (NORM == 2 ? MB + 2 * R : 0);
     __shared__ float part[4][NV];
-    __shared__ float sq_part[4][MB];
     const int V = 16 / sizeof(T);
     const int K = a.K, chunks = K / V;
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
@@ -299,21 +287,6 @@ __device__ __forceinline__ void gemv_fused(const GemvArgs& a) {
         }
     }
     mp_pdl();
-    // NORM 3: this block's share of the raw rows (two chunks per thread), loaded now and summed
-    // after the first unit's loop, so the loads overlap the weight loads
-    const int QN = 2;
-    MpVec<T, V> xq[MB][QN];
-    if (NORM == 3) {
-#pragma unroll
-        for (int b = 0; b < MB; b++)
-#pragma unroll
-            for (int j = 0; j < QN; j++) {
-                int c = threadIdx.x + j * blockDim.x;
-                xq[b][j].raw = c < chunks ? __ldg(reinterpret_cast<const uint4*>(a.xr + (i64)b * K) + c) : make_uint4(0, 0, 0, 0);
-            }
-    }
-    float row_sq = 0.0f;  // NORM 3: lane b's sum of raw x^2 of batch row b
-    bool first = true;
     for (int ub = blockIdx.x; ub * upb < a.units; ub += gridDim.x) {
         int u = ub * upb + warp / ks;
         bool live = u < a.units;
@@ -333,7 +306,7 @@ __device__ __forceinline__ void gemv_fused(const GemvArgs& a) {
                 wv[0].raw = __ldg(w0 + c);
                 if (R == 2) wv[R - 1].raw = __ldg(w1 + c);
                 float g[V], bb[V];
-                if (FLY) {
+                if (NORM) {
                     MpVec<T, V> t;
                     t.raw = __ldg(reinterpret_cast<const uint4*>(a.nw) + c);
 #pragma unroll
@@ -360,9 +333,9 @@ __device__ __forceinline__ void gemv_fused(const GemvArgs& a) {
 #pragma unroll
                     for (int e = 0; e < V; e++) {
                         float xf = to_f32(xv.v[e]);
-                        if (FLY) v[R * MB + b] += xf * xf;
+                        if (NORM) v[R * MB + b] += xf * xf;
                         if (NORM == 2) v[(R + 1) * MB + b] += xf;
-                        float xw = FLY ? xf * g[e] : xf;
+                        float xw = NORM ? xf * g[e] : xf;
 #pragma unroll
                         for (int r = 0; r < R; r++) v[r * MB + b] += to_f32(wv[r].v[e]) * xw;
                     }
@@ -371,40 +344,6 @@ __device__ __forceinline__ void gemv_fused(const GemvArgs& a) {
         }
 #pragma unroll
         for (int j = 0; j < NV; j++) v[j] = warp_sum(v[j]);
-        if (NORM == 3 && first) {
-            // the block's sum of raw x^2 per batch row, in a fixed order (every block alike)
-            float t[MB];
-#pragma unroll
-            for (int b = 0; b < MB; b++) {
-                t[b] = 0.0f;
-#pragma unroll
-                for (int j = 0; j < QN; j++)
-#pragma unroll
-                    for (int e = 0; e < V; e++) {
-                        float xf = to_f32(xq[b][j].v[e]);
-                        t[b] += xf * xf;
-                    }
-                for (int c = threadIdx.x + QN * blockDim.x; c < chunks; c += blockDim.x) {
-                    MpVec<T, V> xv;
-                    xv.raw = __ldg(reinterpret_cast<const uint4*>(a.xr + (i64)b * K) + c);
-#pragma unroll
-                    for (int e = 0; e < V; e++) {
-                        float xf = to_f32(xv.v[e]);
-                        t[b] += xf * xf;
-                    }
-                }
-                t[b] = warp_sum(t[b]);
-                if (lane == 0) sq_part[warp][b] = t[b];
-            }
-            __syncthreads();
-#pragma unroll
-            for (int b = 0; b < MB; b++) {
-                float q = 0.0f;
-                for (int w = 0; w < nwarps; w++) q += sq_part[w][b];
-                if (lane == b) row_sq = q;
-            }
-        }
-        first = false;
         if (ks > 1) {
             // the partial sums of a unit's warps, added in warp order
             if (lane == 0)
@@ -429,11 +368,10 @@ __device__ __forceinline__ void gemv_fused(const GemvArgs& a) {
             if (j == b) {
                 s0 = v[j];
                 s1 = v[(R - 1) * MB + j];
-                if (FLY) sq = v[R * MB + j];
+                if (NORM) sq = v[R * MB + j];
                 if (NORM == 2) sx = v[(R + 1) * MB + j];
             }
-        if (NORM == 3) sq = row_sq;
-        if (NORM == 1 || NORM == 3) {
+        if (NORM == 1) {
             float r = rsqrtf(sq / K + a.eps);
             s0 *= r;
             s1 *= r;
@@ -449,9 +387,7 @@ __device__ __forceinline__ void gemv_fused(const GemvArgs& a) {
             float d = rnd(s0);
             if (a.bias) d = rnd(d + to_f32(a.bias[r0]));
             T* xr = a.res + (i64)b * a.N + r0;
-            float xn = rnd(to_f32(*xr) + d);
-            *xr = cvt<T>(xn);
-            if (a.xs) a.xs[(i64)b * a.N + r0] = cvt<T>(to_f32(a.nx[r0]) * xn);
+            *xr = cvt<T>(to_f32(*xr) + d);
         } else if (a.epi == 2) {
             float g = rnd(s0);
             if (a.bias) g = rnd(g + to_f32(a.bias[r0]));
@@ -488,7 +424,7 @@ __device__ __forceinline__ void gemv_fused(const GemvArgs& a) {
 }
 #define MP_GEMVX(MB, R, N) \
     extern "C" __global__ void __launch_bounds__(128) MP_K(fused_gemvx##MB##r##R##n##N)(const GemvArgs a) { gemv_fused<MB, R, N>(a); }
-#define MP_GEMVX_MB(MB) MP_GEMVX(MB, 1, 0) MP_GEMVX(MB, 1, 1) MP_GEMVX(MB, 1, 2) MP_GEMVX(MB, 2, 1) MP_GEMVX(MB, 2, 2) MP_GEMVX(MB, 1, 3) MP_GEMVX(MB, 2, 3)
+#define MP_GEMVX_MB(MB) MP_GEMVX(MB, 1, 0) MP_GEMVX(MB, 1, 1) MP_GEMVX(MB, 1, 2) MP_GEMVX(MB, 2, 1) MP_GEMVX(MB, 2, 2)
 MP_GEMVX_MB(1)
 MP_GEMVX_MB(2)
 MP_GEMVX_MB(3)

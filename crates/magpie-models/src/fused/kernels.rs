@@ -47,10 +47,6 @@ pub struct GemvNorm {
     pub w: u64,
     pub b: u64,
     pub eps: f32,
-    /// RMSNorm only: the raw residual rows (0: none). When set, the GEMV's `x` already holds
-    /// `w * raw` (written by [`GemvEpi::Residual`]'s `next` or [`Kernels::embed`]'s `scaled`), the
-    /// loop is the plain product and only `mean(raw^2)` is taken from `raw`, once per block.
-    pub raw: u64,
 }
 
 /// What a fused decode GEMV does with its sums `y [m, n]` (see `gemv_fused` in kernels.cu). Bias
@@ -59,9 +55,8 @@ pub struct GemvNorm {
 pub enum GemvEpi {
     /// `y` into `y`, in the storage dtype or f32 (`out`).
     Store { y: u64, out: DType },
-    /// The residual step: `res [m, n] += round(y + bias)`; with `next = (nw, xs)` (0, 0: none) also
-    /// `xs [m, n] = nw * res`, the pre-scaled input of the next RMSNorm (see [`GemvNorm::raw`]).
-    Residual { res: u64, bias: u64, next: (u64, u64) },
+    /// The residual step: `res [m, n] += round(y + bias)`.
+    Residual { res: u64, bias: u64 },
     /// `out [m, n] = act(y + bias)`.
     Act { out: u64, bias: u64, kind: ActKind },
     /// The gated MLP over a `[2 inter, k]` gate | up weight (`n` = 2 inter):
@@ -90,9 +85,6 @@ struct GemvArgs {
     pos: u64,
     cos: u64,
     sin: u64,
-    xr: u64,
-    nx: u64,
-    xs: u64,
     cache_sb: i64,
     cache_sh: i64,
     n: i32,
@@ -122,10 +114,10 @@ pub struct Kernels {
     /// GEMV for 1..=4 rows with f32 output (the LM head).
     gemv_f32: [Func; 4],
     /// Fused decode GEMV (`gemv_fused`) for 1..=4 rows, by (weight rows per unit, norm): (1, none),
-    /// (1, RMS), (1, Layer), (2, RMS), (2, Layer), (1, pre-scaled RMS), (2, pre-scaled RMS).
-    gemvx: [[Func; 7]; 4],
-    /// The same with f32 output (the LM head): (1, none), (1, RMS), (1, Layer), (1, pre-scaled RMS).
-    gemvx_f32: [[Func; 4]; 4],
+    /// (1, RMS), (1, Layer), (2, RMS), (2, Layer).
+    gemvx: [[Func; 5]; 4],
+    /// The same with f32 output (the LM head; the first three variants).
+    gemvx_f32: [[Func; 3]; 4],
     /// One-kernel decode attention (`attn_decode`) by (lanes per key, query heads per block).
     attn: Vec<((usize, usize), Func)>,
     /// Warps per output unit of the fused GEMV (1, 2 or 4); 0 chooses from the shape.
@@ -144,15 +136,14 @@ fn ctype(dt: DType) -> Result<&'static str> {
 }
 
 /// The fused GEMV variants of `mb` rows (see [`Kernels::gemvx`]).
-fn gemvx(mb: usize, f: &dyn Fn(&str) -> Result<Func>) -> Result<[Func; 7]> {
-    let v = |s: &str| f(&format!("gemvx{mb}{s}"));
-    Ok([v("r1n0")?, v("r1n1")?, v("r1n2")?, v("r2n1")?, v("r2n2")?, v("r1n3")?, v("r2n3")?])
+fn gemvx(mb: usize, f: &dyn Fn(&str) -> Result<Func>) -> Result<[Func; 5]> {
+    let [a, b, c] = gemvx_plain(mb, f)?;
+    Ok([a, b, c, f(&format!("gemvx{mb}r2n1"))?, f(&format!("gemvx{mb}r2n2"))?])
 }
 
-/// The one-row-per-unit fused GEMV variants of `mb` rows: no norm, RMSNorm, LayerNorm, pre-scaled RMSNorm.
-fn gemvx_plain(mb: usize, f: &dyn Fn(&str) -> Result<Func>) -> Result<[Func; 4]> {
-    let v = |s: &str| f(&format!("gemvx{mb}{s}"));
-    Ok([v("r1n0")?, v("r1n1")?, v("r1n2")?, v("r1n3")?])
+/// The one-row-per-unit fused GEMV variants of `mb` rows: no norm, RMSNorm, LayerNorm.
+fn gemvx_plain(mb: usize, f: &dyn Fn(&str) -> Result<Func>) -> Result<[Func; 3]> {
+    Ok([f(&format!("gemvx{mb}r1n0"))?, f(&format!("gemvx{mb}r1n1"))?, f(&format!("gemvx{mb}r1n2"))?])
 }
 
 /// The (lanes per key, query heads per block) instances of `attn_decode` in kernels.cu.
@@ -212,10 +203,10 @@ impl Kernels {
         let mut plain: Vec<String> = ["embed", "add_norm", "rope_kv", "act", "select_token", "gemv1", "gemv2", "gemv3", "gemv4"].iter().map(|k| k.to_string()).collect();
         let mut wide: Vec<String> = ["gemv1", "gemv2", "gemv3", "gemv4"].iter().map(|k| k.to_string()).collect();
         for mb in 1..=4 {
-            for v in ["r1n0", "r1n1", "r1n2", "r2n1", "r2n2", "r1n3", "r2n3"] {
+            for v in ["r1n0", "r1n1", "r1n2", "r2n1", "r2n2"] {
                 plain.push(format!("gemvx{mb}{v}"));
             }
-            for v in ["r1n0", "r1n1", "r1n2", "r1n3"] {
+            for v in ["r1n0", "r1n1", "r1n2"] {
                 wide.push(format!("gemvx{mb}{v}"));
             }
         }
@@ -259,12 +250,11 @@ impl Kernels {
     }
 
     /// `x[m] = wte[tok[m]] (+ wpe[pos[m]]) (+ tte[types[m]])` for `m < rows` (0 addresses: absent;
-    /// `types` 0 with a `tte`: type 0); with `kvlen`, `kvlen[m] = pos[m] + 1`; with `scaled = (nw, xs)`
-    /// (0, 0: none), `xs[m] = nw * x[m]` (see [`GemvNorm::raw`]).
+    /// `types` 0 with a `tte`: type 0); with `kvlen`, `kvlen[m] = pos[m] + 1`.
     #[allow(clippy::too_many_arguments)]
-    pub fn embed(&self, dev: &CudaDevice, rows: usize, tok: u64, pos: u64, wte: u64, wpe: u64, x: u64, dim: usize, kvlen: u64, tte: u64, types: u64, scaled: (u64, u64)) -> Result<()> {
+    pub fn embed(&self, dev: &CudaDevice, rows: usize, tok: u64, pos: u64, wte: u64, wpe: u64, x: u64, dim: usize, kvlen: u64, tte: u64, types: u64) -> Result<()> {
         let mut a = Args::new();
-        a.push(tok).push(pos).push(wte).push(wpe).push(x).push(dim as i32).push(kvlen).push(tte).push(types).push(scaled.0).push(scaled.1);
+        a.push(tok).push(pos).push(wte).push(wpe).push(x).push(dim as i32).push(kvlen).push(tte).push(types);
         self.go(dev, "fused.embed", self.embed, (rows as u32, 1, 1), (256, 1, 1), 0, &mut a)
     }
 
@@ -345,19 +335,10 @@ impl Kernels {
         }
         let mut a = GemvArgs { x, w, n: n as i32, k: k as i32, units: n as i32, ..GemvArgs::default() };
         if let Some(nm) = norm {
-            a.norm = match (nm.rms, nm.raw) {
-                (true, 0) => 1,
-                (true, _) => 3,
-                (false, 0) => 2,
-                (false, _) => return Err(Error::value(op, "a pre-scaled input is for RMSNorm")),
-            };
-            if nm.raw != 0 && !nm.raw.is_multiple_of(16) {
-                return Err(Error::value(op, format!("the raw rows at {:#x} are not 16-byte aligned", nm.raw)));
-            }
+            a.norm = if nm.rms { 1 } else { 2 };
             a.nw = nm.w;
             a.nb = nm.b;
             a.eps = nm.eps;
-            a.xr = nm.raw;
         }
         let mut pair = false;
         let mut f32_out = false;
@@ -370,15 +351,10 @@ impl Kernels {
                     return Err(Error::value(op, format!("output dtype {out} of a {} GEMV", self.dtype)));
                 }
             }
-            GemvEpi::Residual { res, bias, next: (nx, xs) } => {
-                if (nx == 0) != (xs == 0) {
-                    return Err(Error::value(op, "the next norm's weight and its output come together"));
-                }
+            GemvEpi::Residual { res, bias } => {
                 a.epi = 1;
                 a.res = res;
                 a.bias = bias;
-                a.nx = nx;
-                a.xs = xs;
             }
             GemvEpi::Act { out, bias, kind } => {
                 a.epi = 2;
@@ -436,14 +412,15 @@ impl Kernels {
         a.ks = ks as i32;
         let warps = 4usize;
         let blocks = units.div_ceil(warps / ks).clamp(1, i32::MAX as usize);
-        let f = match (f32_out, pair, a.norm) {
-            (_, true, 0) => return Err(Error::value(op, "the row-pair epilogues come with a norm")),
-            (true, true, _) => return Err(Error::value(op, "f32 output is for plain products")),
-            (false, false, 3) => self.gemvx[m - 1][5],
-            (false, false, n) => self.gemvx[m - 1][n as usize],
-            (false, true, 3) => self.gemvx[m - 1][6],
-            (false, true, n) => self.gemvx[m - 1][2 + n as usize],
-            (true, false, n) => self.gemvx_f32[m - 1][n as usize],
+        let variant = match (pair, a.norm) {
+            (false, n) => n as usize,
+            (true, 0) => return Err(Error::value(op, "the row-pair epilogues come with a norm")),
+            (true, n) => 2 + n as usize,
+        };
+        let f = match (f32_out, variant) {
+            (false, v) => self.gemvx[m - 1][v],
+            (true, v) if v < 3 => self.gemvx_f32[m - 1][v],
+            _ => return Err(Error::value(op, "f32 output is for plain products")),
         };
         let mut args = Args::new();
         args.push(a);
