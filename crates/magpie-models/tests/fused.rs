@@ -229,14 +229,52 @@ fn fused_decode_step_equals_the_separate_kernels() {
                 let cfg = EngineConfig { max_batch: 4, max_len: 64, ..EngineConfig::default() };
                 let (want, want_tok, fused) = decode_logits(m, &prompts[..batch], steps, EngineConfig { fuse: false, ..cfg });
                 assert!(!fused, "{label} {dtype}: fuse = false still fuses");
-                for split in [0, 1, 2, 4] {
-                    let (got, got_tok, fused) = decode_logits(m, &prompts[..batch], steps, EngineConfig { gemv_split: split, ..cfg });
+                // every split of K with the one-kernel attention (the default), then the core's
+                // split-KV attention
+                let variants = [(0, true), (1, true), (2, true), (4, true), (0, false)];
+                for (split, attention_kernel) in variants {
+                    let c = EngineConfig { gemv_split: split, attention_kernel, ..cfg };
+                    let (got, got_tok, fused) = decode_logits(m, &prompts[..batch], steps, c);
                     assert!(fused, "{label} {dtype} batch {batch}: the decode step is not fused");
                     let d = rel_diff(&got, &want);
-                    assert!(d <= tol, "{label} {dtype} batch {batch} split {split}: fused logits differ from the separate kernels' by {d} (tolerance {tol})");
+                    let what = format!("{label} {dtype} batch {batch} split {split} attention kernel {attention_kernel}");
+                    assert!(d <= tol, "{what}: fused logits differ from the separate kernels' by {d} (tolerance {tol})");
                     if dtype == DType::F32 {
-                        assert_eq!(got_tok, want_tok, "{label} batch {batch} split {split}: fused decoding picks other tokens");
+                        assert_eq!(got_tok, want_tok, "{what}: fused decoding picks other tokens");
                     }
+                }
+            }
+        }
+    }
+}
+
+/// The one-kernel decode attention over long caches (each of its four key splits walks several
+/// rounds of keys; rows of the batch at different lengths; head dim 64 in f32 and bf16, 16 in the
+/// tiny fixture) against the core's split-KV kernels in the same folded step, and the step against
+/// the separate kernels.
+#[test]
+fn one_kernel_decode_attention_equals_split_kv_on_long_caches() {
+    let Some(_serial) = gpu() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let prompts: Vec<Vec<u32>> = vec![(0..700).map(|i| (i * 29 + 3) % 1000).collect(), (0..333).map(|i| (i * 13 + 7) % 1000).collect(), vec![4, 8, 15]];
+    for dtype in [DType::F32, DType::BF16] {
+        let models = [("random llama", random(tmp.path(), "llama", dtype)), ("random gpt2", random(tmp.path(), "gpt2", dtype)), ("tiny-llama", load(&fixture("tiny-llama"), dtype))];
+        let tol = if dtype == DType::F32 { 1e-4 } else { 3e-2 };
+        for (label, m) in &models {
+            let max_pos = if *label == "tiny-llama" { 512 } else { 1024 };
+            for batch in [1, 3] {
+                let rows: Vec<Vec<u32>> = prompts[..batch].iter().map(|p| p.iter().take(max_pos - 8).map(|&t| t % 90).collect()).collect();
+                let cfg = EngineConfig { max_batch: 3, max_len: max_pos, ..EngineConfig::default() };
+                let (one, one_tok, fused) = decode_logits(m, &rows, 2, cfg);
+                assert!(fused, "{label} {dtype}: the decode step is not fused");
+                let (split, split_tok, _) = decode_logits(m, &rows, 2, EngineConfig { attention_kernel: false, ..cfg });
+                let (sep, _, _) = decode_logits(m, &rows, 2, EngineConfig { fuse: false, ..cfg });
+                let d = rel_diff(&one, &split);
+                let what = format!("{label} {dtype} batch {batch}");
+                assert!(d <= if dtype == DType::F32 { 1e-5 } else { tol }, "{what}: one-kernel attention differs from split-KV by {d}");
+                assert!(rel_diff(&one, &sep) <= tol, "{what}: the folded step differs from the separate kernels");
+                if dtype == DType::F32 {
+                    assert_eq!(one_tok, split_tok, "{what}: one-kernel attention picks other tokens");
                 }
             }
         }

@@ -6,7 +6,7 @@
 
 use super::buffers::{download, opt_ptr, ptr, upload, Buf};
 use magpie_core::backend::cuda::memcpy;
-use super::kernels::{GemvEpi, GemvNorm, Kernels, SampleArgs};
+use super::kernels::{AttnShape, GemvEpi, GemvNorm, Kernels, SampleArgs};
 use super::weights::{DecoderWeights, NormKind, NormW, Spec};
 use magpie_core::backend::cuda::attention::{self, AttnOperand, Causal, DecodeParams, FlashParams};
 use magpie_core::backend::cuda::device::{self, CudaDevice};
@@ -36,11 +36,15 @@ pub struct EngineConfig {
     pub fuse: bool,
     /// Warps per output of the fused GEMV (1, 2 or 4); 0 chooses from the shape.
     pub gemv_split: usize,
+    /// In the folded decode step, attention as one kernel (a cluster of blocks per kv head that
+    /// merges its key splits on the chip) where its shapes allow (false: the core's split-KV
+    /// kernel and its combine).
+    pub attention_kernel: bool,
 }
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        EngineConfig { max_batch: 1, max_len: 2048, prefill_chunk: 4096, cuda_graphs: true, gemv: true, pdl: true, fuse: true, gemv_split: 0 }
+        EngineConfig { max_batch: 1, max_len: 2048, prefill_chunk: 4096, cuda_graphs: true, gemv: true, pdl: true, fuse: true, gemv_split: 0, attention_kernel: true }
     }
 }
 
@@ -421,7 +425,7 @@ impl FusedDecoder {
 
     /// A decode step of `m` (1-4) rows with the small kernels folded into the GEMVs: per block the
     /// q|k|v GEMV (norm on the fly; bias, rotary embedding and cache write in its epilogue), decode
-    /// attention, the o GEMV (residual add), the gate|up or fc GEMV (norm on the fly; activation),
+    /// attention (one kernel where [`EngineConfig::attention_kernel`] and its shapes allow), the o GEMV (residual add), the gate|up or fc GEMV (norm on the fly; activation),
     /// the down GEMV (residual add); then the LM head (final norm on the fly) and the selection.
     /// Same values as the unfused step up to the order of f32 sums and the rounding of the
     /// normalized rows (not rounded to the storage dtype before the product).
@@ -437,13 +441,18 @@ impl FusedDecoder {
         let cache_sb = s.kv_heads as i64 * cache_sh;
         let (cos, sin) = (b.cos.as_ref().map_or(0, |x| x.ptr), b.sin.as_ref().map_or(0, |x| x.ptr));
         let p = decode_params(s, dt, m, self.cfg.max_len);
+        let shape = AttnShape { batch: m, heads: (s.heads, s.kv_heads, s.head_dim), cache_strides: (cache_sb, cache_sh), max_len: self.cfg.max_len, scale: s.scale };
         for (li, l) in self.lp.iter().enumerate() {
             let (kc, vc) = (b.k_cache[li].ptr, b.v_cache[li].ptr);
             let qkv = GemvEpi::Qkv { q: b.q.ptr, kc, vc, bias: l.qkv_b, pos: b.pos.ptr, cos, sin, heads: (s.heads, s.kv_heads, s.head_dim), cache_strides: (cache_sb, cache_sh) };
             k.gemv_fused(d, m, qd + 2 * kvd, s.hidden, b.x.ptr, l.qkv_w, norm(l.n1), qkv)?;
-            let qo = |ptr: u64| AttnOperand { ptr, sb: qd as i64, sh: s.head_dim as i64, ss: 0 };
-            let cache = |ptr: u64| AttnOperand { ptr, sb: cache_sb, sh: cache_sh, ss: s.head_dim as i64 };
-            attention::flash_decode(d, &p, qo(b.q.ptr), cache(kc), cache(vc), qo(b.attn.ptr), b.kvlen.ptr, b.ws.ptr)?;
+            if self.cfg.attention_kernel && k.attn_fits(&shape, [b.q.ptr, kc, vc, b.attn.ptr]) {
+                k.attn_decode(d, &shape, b.q.ptr, kc, vc, b.attn.ptr, b.kvlen.ptr)?;
+            } else {
+                let qo = |ptr: u64| AttnOperand { ptr, sb: qd as i64, sh: s.head_dim as i64, ss: 0 };
+                let cache = |ptr: u64| AttnOperand { ptr, sb: cache_sb, sh: cache_sh, ss: s.head_dim as i64 };
+                attention::flash_decode(d, &p, qo(b.q.ptr), cache(kc), cache(vc), qo(b.attn.ptr), b.kvlen.ptr, b.ws.ptr)?;
+            }
             k.gemv_fused(d, m, s.hidden, qd, b.attn.ptr, l.o_w, None, GemvEpi::Residual { res: b.x.ptr, bias: l.o_b })?;
             let (up, mlp) = if s.gated {
                 (2 * s.inter, GemvEpi::Gated { out: b.act.ptr, bias: l.up_b, kind: s.act })

@@ -430,6 +430,199 @@ MP_GEMVX_MB(2)
 MP_GEMVX_MB(3)
 MP_GEMVX_MB(4)
 
+// ---- decode attention in one kernel (a cluster of ATT_SPLITS blocks per head group) ----
+//
+// One query per sequence (row b of q [B, H, D]) over keys 0..kvlen[b] of the caches. Block
+// (split s, kv head x head group, sequence b) takes the s-th quarter of the keys for G query heads
+// of one kv head (K and V are read once). Each key's row goes straight to registers, LK lanes a key
+// (16 bytes each), every lane holding its q chunk of the G heads; a key's scores are summed over
+// its lanes with shuffles and each key slot keeps an online softmax (max, sum, output chunk). The
+// slots are merged by shuffles, the warps through shared memory, and the blocks of the cluster
+// through distributed shared memory: every block writes its (max, sum, output) into block 0's
+// shared memory and block 0 writes o. So one launch replaces the split and combine kernels, and
+// nothing goes through global memory but q, K, V and o. All merges run in a fixed order.
+#define ATT_WARPS 8
+#define ATT_SPLITS 4
+struct AttnArgs {
+    const T* q;
+    const T* kc;
+    const T* vc;
+    T* o;
+    const int* kvlen;
+    i64 cache_sb, cache_sh;
+    int H, KVH, hgroups, max_len;
+    float scale_log2;
+    int pad;
+};
+
+__device__ __forceinline__ unsigned cl_rank() {
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+// Stores v at `p` (a __shared__ address of this block) in the shared memory of cluster block `rank`.
+__device__ __forceinline__ void cl_store(float* p, unsigned rank, float v) {
+    unsigned a = (unsigned)__cvta_generic_to_shared(p), r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
+    asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(r), "f"(v) : "memory");
+}
+
+// exp2 with exp2(-inf) = 0 and a -inf reference point treated as 0 (an empty state)
+__device__ __forceinline__ float att_scale(float m, float ref) { return exp2f(m - (ref == -MP_INF ? 0.0f : ref)); }
+
+template <int LK, int G>
+__device__ __forceinline__ void attn_decode(const AttnArgs& a) {
+    constexpr int V = 16 / (int)sizeof(T), D = LK * V, GD = G * D;
+    constexpr int KPW = 32 / LK, NS = KPW * ATT_WARPS, U = 4;
+    __shared__ float w_acc[ATT_WARPS][GD];
+    __shared__ float w_m[ATT_WARPS][G], w_l[ATT_WARPS][G];
+    __shared__ float c_acc[ATT_SPLITS][GD];  // block 0's: every split's merged output
+    __shared__ float c_m[ATT_SPLITS][G], c_l[ATT_SPLITS][G];
+    // cluster barrier, first half: every block of the cluster has started before any writes
+    // into block 0's shared memory
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+    mp_pdl();
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int c = lane % LK, slot = warp * KPW + lane / LK;
+    const unsigned rank = cl_rank();
+    const int b = blockIdx.z, kvh = blockIdx.y / a.hgroups, hg = blockIdx.y % a.hgroups;
+    const int g = a.H / a.KVH, h0 = kvh * g + hg * G, nh = min(G, g - hg * G);
+    const int L = max(0, min(a.kvlen[b], a.max_len));
+    const int chunk = (L + ATT_SPLITS - 1) / ATT_SPLITS;
+    const int kb = (int)rank * chunk, ke = min(kb + chunk, L);
+    const T* K = a.kc + (i64)b * a.cache_sb + (i64)kvh * a.cache_sh + c * V;
+    const T* Vv = a.vc + (i64)b * a.cache_sb + (i64)kvh * a.cache_sh + c * V;
+    float qf[G][V], acc[G][V], m[G], l[G];
+#pragma unroll
+    for (int gi = 0; gi < G; gi++) {
+        MpVec<T, V> t;
+        t.raw = gi < nh ? __ldg(reinterpret_cast<const uint4*>(a.q + ((i64)b * a.H + h0 + gi) * D) + c) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int e = 0; e < V; e++) {
+            qf[gi][e] = to_f32(t.v[e]) * a.scale_log2;
+            acc[gi][e] = 0.0f;
+        }
+        m[gi] = -MP_INF;
+        l[gi] = 0.0f;
+    }
+    for (int t0 = kb; t0 < ke; t0 += NS * U) {
+        uint4 kr[U], vr[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            int j = t0 + slot + u * NS;
+            if (j < ke) {
+                kr[u] = *reinterpret_cast<const uint4*>(K + (i64)j * D);
+                vr[u] = *reinterpret_cast<const uint4*>(Vv + (i64)j * D);
+            } else {
+                kr[u] = make_uint4(0, 0, 0, 0);
+                vr[u] = make_uint4(0, 0, 0, 0);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            MpVec<T, V> kv, vv;
+            kv.raw = kr[u];
+            vv.raw = vr[u];
+            float sc[G];
+#pragma unroll
+            for (int gi = 0; gi < G; gi++) {
+                float t = 0.0f;
+#pragma unroll
+                for (int e = 0; e < V; e++) t = fmaf(qf[gi][e], to_f32(kv.v[e]), t);
+                sc[gi] = t;
+            }
+#pragma unroll
+            for (int o = LK / 2; o > 0; o >>= 1)
+#pragma unroll
+                for (int gi = 0; gi < G; gi++) sc[gi] += __shfl_xor_sync(0xffffffffu, sc[gi], o);
+            if (t0 + slot + u * NS < ke) {
+#pragma unroll
+                for (int gi = 0; gi < G; gi++) {
+                    float mn = fmaxf(m[gi], sc[gi]);
+                    float al = att_scale(m[gi], mn), p = att_scale(sc[gi], mn);
+                    l[gi] = l[gi] * al + p;
+#pragma unroll
+                    for (int e = 0; e < V; e++) acc[gi][e] = fmaf(p, to_f32(vv.v[e]), acc[gi][e] * al);
+                    m[gi] = mn;
+                }
+            }
+        }
+    }
+    // merge the key slots of the warp (lanes c, c + LK, ...), then the warps
+#pragma unroll
+    for (int o = LK; o < 32; o <<= 1)
+#pragma unroll
+        for (int gi = 0; gi < G; gi++) {
+            float om = __shfl_xor_sync(0xffffffffu, m[gi], o), ol = __shfl_xor_sync(0xffffffffu, l[gi], o);
+            float mn = fmaxf(m[gi], om);
+            float a1 = att_scale(m[gi], mn), a2 = att_scale(om, mn);
+            l[gi] = l[gi] * a1 + ol * a2;
+#pragma unroll
+            for (int e = 0; e < V; e++) {
+                float oa = __shfl_xor_sync(0xffffffffu, acc[gi][e], o);
+                acc[gi][e] = acc[gi][e] * a1 + oa * a2;
+            }
+            m[gi] = mn;
+        }
+    if (lane < LK) {
+#pragma unroll
+        for (int gi = 0; gi < G; gi++) {
+#pragma unroll
+            for (int e = 0; e < V; e++) w_acc[warp][gi * D + c * V + e] = acc[gi][e];
+            if (lane == 0) {
+                w_m[warp][gi] = m[gi];
+                w_l[warp][gi] = l[gi];
+            }
+        }
+    }
+    __syncthreads();
+    // cluster barrier, second half (block 0's shared memory is live from here on)
+    asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+    for (int i = tid; i < GD; i += blockDim.x) {
+        const int gi = i / D;
+        float mx = -MP_INF;
+#pragma unroll
+        for (int w = 0; w < ATT_WARPS; w++) mx = fmaxf(mx, w_m[w][gi]);
+        float sl = 0.0f, sa = 0.0f;
+#pragma unroll
+        for (int w = 0; w < ATT_WARPS; w++) {
+            float f = att_scale(w_m[w][gi], mx);
+            sl += w_l[w][gi] * f;
+            sa += w_acc[w][i] * f;
+        }
+        cl_store(&c_acc[rank][i], 0, sa);
+        if (i % D == 0) {
+            cl_store(&c_m[rank][gi], 0, mx);
+            cl_store(&c_l[rank][gi], 0, sl);
+        }
+    }
+    asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+    asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+    if (rank != 0) return;
+    for (int i = tid; i < nh * D; i += blockDim.x) {
+        const int gi = i / D;
+        float mx = -MP_INF;
+#pragma unroll
+        for (int s = 0; s < ATT_SPLITS; s++) mx = fmaxf(mx, c_m[s][gi]);
+        float sl = 0.0f, sa = 0.0f;
+#pragma unroll
+        for (int s = 0; s < ATT_SPLITS; s++) {
+            float f = att_scale(c_m[s][gi], mx);
+            sl += c_l[s][gi] * f;
+            sa += c_acc[s][i] * f;
+        }
+        a.o[((i64)b * a.H + h0) * D + i] = cvt<T>(sl > 0.0f ? sa / sl : 0.0f);
+    }
+}
+#define MP_ATTN(LK, G) \
+    extern "C" __global__ void __cluster_dims__(ATT_SPLITS, 1, 1) __launch_bounds__(ATT_WARPS * 32) MP_K(fused_attn_l##LK##g##G)(const AttnArgs a) { attn_decode<LK, G>(a); }
+#define MP_ATTN_LK(LK) MP_ATTN(LK, 1) MP_ATTN(LK, 2) MP_ATTN(LK, 4)
+MP_ATTN_LK(2)
+MP_ATTN_LK(4)
+MP_ATTN_LK(8)
+MP_ATTN_LK(16)
+MP_ATTN(32, 1) MP_ATTN(32, 2)  // G = 4 would pass the 48 KB of static shared memory at 16-bit D = 256
+
 // ---- token selection: one block (1024 threads) per sequence, over f32 logits [B, V] ----
 
 // Order-preserving map of a float to an unsigned integer (larger float, larger key).

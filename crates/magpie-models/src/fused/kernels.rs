@@ -118,6 +118,8 @@ pub struct Kernels {
     gemvx: [[Func; 5]; 4],
     /// The same with f32 output (the LM head; the first three variants).
     gemvx_f32: [[Func; 3]; 4],
+    /// One-kernel decode attention (`attn_decode`) by (lanes per key, query heads per block).
+    attn: Vec<((usize, usize), Func)>,
     /// Warps per output unit of the fused GEMV (1, 2 or 4); 0 chooses from the shape.
     pub gemv_split: usize,
     /// Launch with programmatic dependent launch (each kernel's launch overlaps the previous one's tail).
@@ -144,6 +146,49 @@ fn gemvx_plain(mb: usize, f: &dyn Fn(&str) -> Result<Func>) -> Result<[Func; 3]>
     Ok([f(&format!("gemvx{mb}r1n0"))?, f(&format!("gemvx{mb}r1n1"))?, f(&format!("gemvx{mb}r1n2"))?])
 }
 
+/// The (lanes per key, query heads per block) instances of `attn_decode` in kernels.cu.
+const ATTN_VARIANTS: [(usize, usize); 14] = [(2, 1), (2, 2), (2, 4), (4, 1), (4, 2), (4, 4), (8, 1), (8, 2), (8, 4), (16, 1), (16, 2), (16, 4), (32, 1), (32, 2)];
+/// Key splits of `attn_decode` (the cluster size, `ATT_SPLITS` in kernels.cu) and its threads.
+const ATTN_SPLITS: u32 = 4;
+const ATTN_THREADS: u32 = 256;
+/// The longest cache `attn_decode` serves (each block walks a quarter of the keys; past this the
+/// split-KV kernels of the core spread the keys over more blocks).
+pub const ATTN_MAX_LEN: usize = 4096;
+
+/// `AttnArgs` of kernels.cu, field for field.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct AttnArgs {
+    q: u64,
+    kc: u64,
+    vc: u64,
+    o: u64,
+    kvlen: u64,
+    cache_sb: i64,
+    cache_sh: i64,
+    h: i32,
+    kvh: i32,
+    hgroups: i32,
+    max_len: i32,
+    scale_log2: f32,
+    pad: i32,
+}
+
+/// The shapes of one [`Kernels::attn_decode`] call.
+#[derive(Clone, Copy, Debug)]
+pub struct AttnShape {
+    /// Sequences (rows of q).
+    pub batch: usize,
+    /// Query heads, key/value heads, head dim.
+    pub heads: (usize, usize, usize),
+    /// Element strides of the caches between sequences and between kv heads (keys are `head_dim` apart).
+    pub cache_strides: (i64, i64),
+    /// The caches' length: key counts are clamped to it.
+    pub max_len: usize,
+    /// Softmax scale of the scores.
+    pub scale: f32,
+}
+
 impl Kernels {
     /// Compiles (or loads from the kernel cache) the kernels for `dtype` on `dev`.
     pub fn new(dev: &CudaDevice, dtype: DType) -> Result<Kernels> {
@@ -164,6 +209,9 @@ impl Kernels {
             for v in ["r1n0", "r1n1", "r1n2"] {
                 wide.push(format!("gemvx{mb}{v}"));
             }
+        }
+        for (lk, g) in ATTN_VARIANTS {
+            plain.push(format!("attn_l{lk}g{g}"));
         }
         let load = |names: &[String], suffix: &str, src: &str| -> Result<HashMap<String, Func>> {
             let full: Vec<String> = names.iter().map(|k| format!("fused_{k}{suffix}")).collect();
@@ -186,6 +234,7 @@ impl Kernels {
             gemv_f32: [g("gemv1")?, g("gemv2")?, g("gemv3")?, g("gemv4")?],
             gemvx: [gemvx(1, &f)?, gemvx(2, &f)?, gemvx(3, &f)?, gemvx(4, &f)?],
             gemvx_f32: [gemvx_plain(1, &g)?, gemvx_plain(2, &g)?, gemvx_plain(3, &g)?, gemvx_plain(4, &g)?],
+            attn: ATTN_VARIANTS.iter().map(|&(lk, gb)| Ok(((lk, gb), f(&format!("attn_l{lk}g{gb}"))?))).collect::<Result<_>>()?,
             gemv_split: 0,
             pdl: true,
         })
@@ -376,5 +425,60 @@ impl Kernels {
         let mut args = Args::new();
         args.push(a);
         self.go(dev, op, f, (blocks as u32, 1, 1), (32 * warps as u32, 1, 1), 0, &mut args)
+    }
+
+    /// The (lanes per key, query heads per block) of `attn_decode` for `shape`, when it serves it:
+    /// 16-byte key rows split over a power of two of lanes (2..32) and a cache of at most
+    /// [`ATTN_MAX_LEN`] keys.
+    fn attn_plan(&self, shape: &AttnShape) -> Option<(usize, usize)> {
+        let (h, kvh, d) = shape.heads;
+        let bytes = d * self.dtype.size();
+        if kvh == 0 || h == 0 || !h.is_multiple_of(kvh) || !bytes.is_multiple_of(16) || shape.max_len > ATTN_MAX_LEN || shape.batch == 0 || shape.batch > 65535 {
+            return None;
+        }
+        let lk = bytes / 16;
+        let g = (h / kvh).next_power_of_two().min(if lk == 32 { 2 } else { 4 });
+        ATTN_VARIANTS.contains(&(lk, g)).then_some((lk, g))
+    }
+
+    /// Whether [`attn_decode`](Self::attn_decode) serves `shape` with q, the caches and o at these
+    /// addresses (16-byte aligned).
+    pub fn attn_fits(&self, shape: &AttnShape, ptrs: [u64; 4]) -> bool {
+        self.attn_plan(shape).is_some() && ptrs.iter().all(|p| p.is_multiple_of(16))
+    }
+
+    /// Decode attention of one query per sequence in one launch: `q [batch, heads, head_dim]` over
+    /// keys `0..kvlen[b]` (device i32, read on the device) of the caches `kc`, `vc` (laid out as
+    /// `shape.cache_strides` say), into `o [batch, heads, head_dim]`. A cluster of four blocks per
+    /// (sequence, kv head, head group) splits the keys and merges on the chip (see `attn_decode` in
+    /// kernels.cu). The same values as the core's `flash_decode` up to the order of f32 sums.
+    #[allow(clippy::too_many_arguments)]
+    pub fn attn_decode(&self, dev: &CudaDevice, shape: &AttnShape, q: u64, kc: u64, vc: u64, o: u64, kvlen: u64) -> Result<()> {
+        let op = "fused.attn_decode";
+        let plan = self.attn_plan(shape).filter(|_| [q, kc, vc, o].iter().all(|p| p.is_multiple_of(16)));
+        let Some((lk, gb)) = plan else {
+            return Err(Error::value(op, format!("{shape:?} does not fit the one-kernel decode attention")));
+        };
+        let f = self.attn.iter().find(|(k, _)| *k == (lk, gb)).map(|(_, f)| *f).ok_or_else(|| Error::device(op, format!("kernel attn_l{lk}g{gb} missing")))?;
+        let (h, kvh, _) = shape.heads;
+        let hgroups = (h / kvh).div_ceil(gb);
+        let a = AttnArgs {
+            q,
+            kc,
+            vc,
+            o,
+            kvlen,
+            cache_sb: shape.cache_strides.0,
+            cache_sh: shape.cache_strides.1,
+            h: h as i32,
+            kvh: kvh as i32,
+            hgroups: hgroups as i32,
+            max_len: shape.max_len as i32,
+            scale_log2: shape.scale * std::f32::consts::LOG2_E,
+            pad: 0,
+        };
+        let mut args = Args::new();
+        args.push(a);
+        self.go(dev, op, f, (ATTN_SPLITS, (kvh * hgroups) as u32, shape.batch as u32), (ATTN_THREADS, 1, 1), 0, &mut args)
     }
 }
