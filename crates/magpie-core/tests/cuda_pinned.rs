@@ -40,8 +40,13 @@ fn pinned_tensors_copy_both_ways() {
             assert!(p.pin_memory().unwrap().shares_storage(&p), "pinning a pinned tensor is itself");
             util::assert_close("pinned values", &p, &x, 0.0, 0.0);
             // CPU ops take pinned tensors; their results are ordinary memory
-            let s = p.to_dtype(DType::F64).unwrap();
+            let s = p.copy().unwrap();
             assert!(!s.is_pinned());
+            util::assert_close("clone of pinned", &s, &x, 0.0, 0.0);
+            let other = if dt.is_complex() { DType::C128 } else if dt == DType::F64 { DType::F32 } else { DType::F64 };
+            let w = p.to_dtype(other).unwrap();
+            assert!(!w.is_pinned());
+            util::assert_close("cast of pinned", &w, &x.to_dtype(other).unwrap(), 0.0, 0.0);
             for nb in [true, false] {
                 let g = p.to_device_with(dev, nb).unwrap();
                 assert_eq!(g.device(), dev);
