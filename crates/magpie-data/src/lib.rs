@@ -2,7 +2,7 @@
 //! [`Subset`], [`ConcatDataset`], [`random_split`]), samplers ([`SequentialSampler`],
 //! [`RandomSampler`], [`SubsetRandomSampler`], [`WeightedRandomSampler`], [`DistributedSampler`],
 //! [`BatchSampler`]), the [`Sample`] value tree with [`default_collate`], and the [`DataLoader`]
-//! (batching, shuffling, worker threads with prefetch, epochs).
+//! (batching, shuffling, worker threads with prefetch, epochs, batches in pinned memory).
 //!
 //! ```
 //! use magpie_data::{DataLoader, Sample, TensorDataset};
@@ -28,6 +28,7 @@ pub mod distributed;
 pub mod generator;
 pub mod loader;
 mod loader_iter;
+pub mod pin;
 pub mod sample;
 pub mod sampler;
 pub mod worker;
@@ -38,6 +39,7 @@ pub use distributed::{BatchShard, DistributedSampler};
 pub use generator::SharedGenerator;
 pub use loader::{DataLoader, DataLoaderBuilder};
 pub use loader_iter::DataLoaderIter;
+pub use pin::pin_memory;
 pub use sample::Sample;
 pub use sampler::{BatchSampler, BatchSampling, RandomSampler, Sampler, SequentialSampler, SubsetRandomSampler, WeightedRandomSampler};
 pub use worker::{get_worker_info, WorkerInfo};

@@ -93,7 +93,10 @@ impl DataLoaderBuilder {
         self.collate_fn = Some(Arc::new(f));
         self
     }
-    /// `pin_memory=`: not available yet (see [`DataLoaderBuilder::build`]).
+    /// `pin_memory=`: batches come out in page-locked host memory (every tensor, also inside
+    /// containers), pinned by the thread that loads them, so that `to_device_with(dev, true)`
+    /// copies them asynchronously. Where CUDA is not available it warns once and loads pageable
+    /// batches, as PyTorch does without an accelerator.
     pub fn pin_memory(mut self, pin: bool) -> Self {
         self.pin_memory = pin;
         self
@@ -116,8 +119,6 @@ impl DataLoaderBuilder {
     }
 
     /// Checks the arguments as PyTorch's `DataLoader.__init__` does and builds the loader.
-    /// `pin_memory=true` is an `Unsupported` error: torch-magpie has no page-locked storage for
-    /// ordinary CPU tensors yet.
     pub fn build(self) -> Result<DataLoader> {
         let shuffle = self.shuffle.unwrap_or(false);
         if let Source::Iterable(_) = self.source {
@@ -153,12 +154,6 @@ impl DataLoaderBuilder {
             (_, Some(0)) => return Err(Error::value(OP, "prefetch_factor should be a positive integer value, but got prefetch_factor=0")),
             (_, f) => f.unwrap_or(2),
         };
-        if self.pin_memory {
-            return Err(Error::unsupported(
-                OP,
-                "pin_memory=True: torch-magpie has no page-locked host storage for ordinary CPU tensors yet; copy batches with .to_device(...) instead",
-            ));
-        }
         let batch_size = if self.batch_sampler.is_some() { None } else { self.batch_size };
         let order = match &self.source {
             Source::Iterable(_) => Order::Stream,
@@ -189,10 +184,33 @@ impl DataLoaderBuilder {
             num_workers: self.num_workers,
             prefetch_factor,
             collate_fn: self.collate_fn,
+            pin_memory: self.pin_memory,
             seed: self.seed,
             epoch: 0,
         })
     }
+}
+
+/// True where batches can be pinned; else PyTorch's warning, once per process.
+fn pinning_available() -> bool {
+    if magpie_core::backend::cuda::is_available() {
+        return true;
+    }
+    static WARN: std::sync::Once = std::sync::Once::new();
+    WARN.call_once(|| eprintln!("UserWarning: 'pin_memory' argument is set as true but no accelerator is found, then device pinned memory won't be used."));
+    false
+}
+
+/// `collate` (or passing the one sample through, without batching) followed by pinning: runs in
+/// the thread that loads the batch (a worker, or the iterating thread without workers).
+fn pinning(collate: Option<CollateFn>) -> CollateFn {
+    Arc::new(move |mut items: Vec<Sample>| {
+        let batch = match &collate {
+            Some(f) => f(items)?,
+            None => items.pop().ok_or_else(|| Error::value(OP, "an empty batch"))?,
+        };
+        crate::pin::pin_memory(batch)
+    })
 }
 
 fn py_bool(b: bool) -> &'static str {
@@ -231,6 +249,7 @@ pub struct DataLoader {
     pub(crate) num_workers: usize,
     pub(crate) prefetch_factor: usize,
     pub(crate) collate_fn: Option<CollateFn>,
+    pin_memory: bool,
     seed: Option<u64>,
     epoch: u64,
 }
@@ -261,6 +280,10 @@ impl DataLoader {
             }
             (Order::Stream, Source::Map(_)) => Err(Error::value(OP, "a map-style dataset has a sampler")),
         }
+    }
+    /// `loader.pin_memory`: as requested (an iterator pins only where CUDA is available).
+    pub fn pin_memory(&self) -> bool {
+        self.pin_memory
     }
     /// True when an epoch yields no batch.
     pub fn is_empty(&self) -> Result<bool> {
@@ -299,6 +322,7 @@ impl DataLoader {
             // batch_size=None: samples pass through (PyTorch's default_convert)
             (None, false) => None,
         };
+        let collate = if self.pin_memory && pinning_available() { Some(pinning(collate)) } else { collate };
         DataLoaderIter::start(self, plan, collate, base_seed)
     }
 }

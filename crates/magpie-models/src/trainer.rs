@@ -347,10 +347,23 @@ impl<M: TrainModel> Trainer<M> {
         Dataset::new(tokens, self.config.val_fraction, M::data_window(self.model.config()))
     }
 
-    /// A global batch drawn with `gen`, this rank's rows of it, on the model's device.
+    /// A global batch drawn with `gen`, this rank's rows of it, on the model's device. On a GPU
+    /// the rows go through pinned memory and copy without blocking (PyTorch's `pin_memory=True`
+    /// with `.to(device, non_blocking=True)`): the copy queues behind the previous step's work
+    /// instead of waiting for it.
     fn batch(&self, data: &Dataset, gen: &mut Generator, split: Split) -> Result<Vec<Tensor>> {
         let b = M::make_batch(self.model.config(), &self.tokenizer, data, gen, split, self.config.batch_size)?;
-        b.into_iter().map(|t| self.local(t)?.to_device(self.device)).collect()
+        let on_gpu = self.device.is_cuda();
+        b.into_iter()
+            .map(|t| {
+                let t = self.local(t)?;
+                if on_gpu {
+                    t.pin_memory()?.to_device_with(self.device, true)
+                } else {
+                    t.to_device(self.device)
+                }
+            })
+            .collect()
     }
 
     /// One optimizer step on a fresh training batch; returns the batch loss.

@@ -2,31 +2,14 @@
 //! same seed, and bfloat16 autocast steps stay finite and learn. Skipped where CUDA is not
 //! available, unless MAGPIE_REQUIRE_CUDA=1 (then they fail).
 
-use magpie_core::backend::cuda;
+mod common;
+
+use common::{have_cuda, lock, TEXT};
+
 use magpie_models::bert_mlm::bert_config;
 use magpie_models::data::{Dataset, Split};
 use magpie_models::mlm_vocab::MlmTokenizer;
 use magpie_models::trainer::{corpus_id, BertTrainer, TrainConfig};
-
-/// The default generator is process-wide: tests that draw from it take turns.
-static RNG: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn lock() -> std::sync::MutexGuard<'static, ()> {
-    RNG.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn have_cuda() -> bool {
-    if cuda::is_available() {
-        return true;
-    }
-    if std::env::var("MAGPIE_REQUIRE_CUDA").is_ok_and(|v| v == "1") {
-        panic!("MAGPIE_REQUIRE_CUDA=1 but CUDA is not available: {}", cuda::unavailable("test"));
-    }
-    eprintln!("skipped: CUDA is not available");
-    false
-}
-
-const TEXT: &str = "fn main() { let x = 1 + 2; println!(\"{x}\"); }\n// the quick brown fox jumps over the lazy dog\nimpl Tensor { pub fn add(&self) -> Result<Tensor> { todo() } }\n";
 
 /// Training losses of `steps` steps and the final validation loss and accuracy.
 fn run(device: &str, dtype: &str, steps: usize) -> (Vec<f32>, f64, f64) {

@@ -4,6 +4,10 @@
 //! float32 and bfloat16 autocast). Also the capture API's errors and memory pools. Skipped where
 //! CUDA is not available, unless MAGPIE_REQUIRE_CUDA=1 (then they fail).
 
+mod common;
+
+use common::{have_cuda, lock, TEXT};
+
 use magpie_core::backend::cuda;
 use magpie_core::cuda_graph::{graph_pool_handle, make_graphed_callable, CUDAGraph};
 use magpie_core::{DType, Device, Tensor};
@@ -16,26 +20,6 @@ use magpie_models::train_model::TrainModel;
 use magpie_models::trainer::{corpus_id, BertTrainer, TrainConfig, Trainer};
 use magpie_nn::ModuleExt;
 use magpie_optim::{Optimizer, Sgd, SgdConfig};
-
-/// The default generator and the device's capture state are process-wide: tests take turns.
-static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn lock() -> std::sync::MutexGuard<'static, ()> {
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn have_cuda() -> bool {
-    if cuda::is_available() {
-        return true;
-    }
-    if std::env::var("MAGPIE_REQUIRE_CUDA").is_ok_and(|v| v == "1") {
-        panic!("MAGPIE_REQUIRE_CUDA=1 but CUDA is not available: {}", cuda::unavailable("test"));
-    }
-    eprintln!("skipped: CUDA is not available");
-    false
-}
-
-const TEXT: &str = "fn main() { let x = 1 + 2; println!(\"{x}\"); }\n// the quick brown fox jumps over the lazy dog\nimpl Tensor { pub fn add(&self) -> Result<Tensor> { todo() } }\n";
 
 /// Losses and every parameter's bits after `steps` steps, eager or graphed (3 warm-up steps).
 fn finish<M: TrainModel>(mut t: Trainer<M>, data: &Dataset, steps: usize, graphed: bool) -> (Vec<u32>, Vec<Vec<u32>>) {

@@ -3,6 +3,10 @@
 //! hold its values and resume on CUDA. Skipped where CUDA is not available, unless
 //! MAGPIE_REQUIRE_CUDA=1 (then they fail).
 
+mod common;
+
+use common::{have_cuda, lock, TEXT};
+
 use magpie_core::backend::cuda;
 use magpie_core::Device;
 use magpie_models::data::{Dataset, Split};
@@ -11,26 +15,6 @@ use magpie_models::tokenizer::CharTokenizer;
 use magpie_models::trainer::{corpus_id, TrainConfig, Trainer};
 use magpie_nn::ModuleExt;
 use magpie_optim::Optimizer;
-
-/// The default generator is process-wide: tests that draw from it take turns.
-static RNG: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn lock() -> std::sync::MutexGuard<'static, ()> {
-    RNG.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn have_cuda() -> bool {
-    if cuda::is_available() {
-        return true;
-    }
-    if std::env::var("MAGPIE_REQUIRE_CUDA").is_ok_and(|v| v == "1") {
-        panic!("MAGPIE_REQUIRE_CUDA=1 but CUDA is not available: {}", cuda::unavailable("test"));
-    }
-    eprintln!("skipped: CUDA is not available");
-    false
-}
-
-const TEXT: &str = "fn main() { let x = 1 + 2; println!(\"{x}\"); }\n// the quick brown fox jumps over the lazy dog\nimpl Tensor { pub fn add(&self) -> Result<Tensor> { todo() } }\n";
 
 fn setup(device: &str) -> (Dataset, CharTokenizer, GptConfig, TrainConfig) {
     let text = TEXT.repeat(40);

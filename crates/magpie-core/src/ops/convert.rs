@@ -28,21 +28,10 @@ impl Tensor {
         }
         Ok(out)
     }
-    /// `tensor.to(device)`: the same handle if already there, else a copy on `device`.
+    /// `tensor.to(device)`: the same handle if already there, else a copy on `device` (see
+    /// [`Tensor::to_device_with`] for `non_blocking`).
     pub fn to_device(&self, device: crate::Device) -> Result<Tensor> {
-        let _prof = crate::profiler::op("to", &[self]);
-        if device == self.device() {
-            return Ok(self.clone());
-        }
-        let out = match device {
-            crate::Device::Cuda(n) => cuda::ops::to_cuda(self, n)?,
-            crate::Device::Cpu => cuda::ops::to_cpu(self)?,
-        };
-        let src = self.device();
-        if self.dtype().is_float() || self.dtype().is_complex() {
-            autograd::record("ToCopy", &[self], &[out.clone()], move |_, g| Ok(vec![Some(g[0].to_device(src)?)]));
-        }
-        Ok(out)
+        self.to_device_with(device, false)
     }
     /// PyTorch's `tensor.clone()`: a contiguous copy of the data, differentiable.
     /// (Rust's `Clone` copies the handle, as assigning a tensor in Python does.)

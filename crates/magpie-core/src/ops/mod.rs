@@ -15,6 +15,7 @@ pub mod matmul;
 pub mod nn;
 pub mod norm;
 pub mod pad;
+pub mod pin;
 pub mod pool;
 pub mod random;
 pub mod reduce;

@@ -24,6 +24,17 @@ pub(crate) fn register(r: &mut Registry) {
         a.ignore(&["memory_format"]);
         t(x.contiguous()?)
     });
+    // `device=` is deprecated in PyTorch (the current accelerator is used): accepted, not used
+    r.add("pin_memory", |a| {
+        let x = a.tensor(0, "input")?;
+        let _device = a.opt_device(1, "device")?;
+        t(x.pin_memory()?)
+    });
+    r.add("is_pinned", |a| {
+        let x = a.tensor(0, "input")?;
+        let _device = a.opt_device(1, "device")?;
+        Ok(Value::Bool(x.is_pinned()))
+    });
     r.add("item", |a| Ok(a.tensor(0, "input")?.item()?.into()));
     // views
     r.add_all(&["view", "reshape"], |a| {

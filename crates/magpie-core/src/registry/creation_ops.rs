@@ -15,17 +15,21 @@ struct Factory {
     dtype: Option<DType>,
     device: Device,
     requires_grad: bool,
+    pin_memory: bool,
 }
 
 fn factory(a: &mut Args, first: usize) -> Result<Factory> {
     let dtype = a.opt_dtype(first, "dtype")?;
     let device = a.opt_device(first.saturating_add(2), "device")?.unwrap_or_default();
     let requires_grad = a.bool_or(usize::MAX, "requires_grad", false)?;
-    a.ignore(&["layout", "pin_memory", "memory_format"]);
-    Ok(Factory { dtype, device, requires_grad })
+    let pin_memory = a.bool_or(usize::MAX, "pin_memory", false)?;
+    a.ignore(&["layout", "memory_format"]);
+    Ok(Factory { dtype, device, requires_grad, pin_memory })
 }
 
 fn finish(t: Tensor, f: &Factory) -> Result<Value> {
+    // `pin_memory=True`: the new CPU tensor in page-locked memory (PyTorch's error for a GPU one)
+    let t = if f.pin_memory { t.pin_memory()? } else { t };
     if f.requires_grad {
         t.requires_grad_(true)?;
     }
@@ -371,7 +375,7 @@ pub(crate) fn register(r: &mut Registry) {
             }
             k += 1;
         }
-        let _non_blocking = a.bool_or(k, "non_blocking", false)?;
+        let non_blocking = a.bool_or(k, "non_blocking", false)?;
         let copy = a.bool_or(k + 1, "copy", false)?;
         if let Some(d) = a.opt_dtype(usize::MAX, "dtype")? {
             dtype = Some(d);
@@ -380,7 +384,7 @@ pub(crate) fn register(r: &mut Registry) {
             device = Some(d);
         }
         a.ignore(&["memory_format"]);
-        let mut y = x.to_device(device.unwrap_or(x.device()))?;
+        let mut y = x.to_device_with(device.unwrap_or(x.device()), non_blocking)?;
         y = y.to_dtype(dtype.unwrap_or(y.dtype()))?;
         if copy && y.shares_storage(&x) {
             y = y.copy()?;

@@ -1,13 +1,16 @@
 //! `CpuStorage`: one typed vector per dtype.
 
+use crate::backend::cuda::PinnedBuf;
 use crate::dtype::DType;
 use crate::element::Element;
 use crate::float8::{F8E4M3, F8E5M2};
 use half::{bf16, f16};
 use num_complex::{Complex32, Complex64};
 
-/// Host memory of one dtype.
-#[derive(Debug, Clone)]
+/// Host memory of one dtype: a vector, or page-locked memory (`Tensor::pin_memory`) that copies
+/// to and from CUDA devices can run asynchronously on. Kernels reach both through
+/// [`Element::slice`], so they work on pinned tensors unchanged.
+#[derive(Debug)]
 pub enum CpuStorage {
     Bool(Vec<bool>),
     U8(Vec<u8>),
@@ -23,6 +26,19 @@ pub enum CpuStorage {
     C128(Vec<Complex64>),
     F8E4M3(Vec<F8E4M3>),
     F8E5M2(Vec<F8E5M2>),
+    /// Page-locked host memory of any dtype.
+    Pinned(PinnedBuf),
+}
+
+/// A clone is ordinary (pageable) memory, as PyTorch's `clone()` of a pinned tensor.
+impl Clone for CpuStorage {
+    fn clone(&self) -> Self {
+        crate::with_dtype!(self.dtype(), T, {
+            // a pinned buffer whose copy failed on the device reads as zeros (the device reports
+            // the error on its next use)
+            T::into_storage(T::slice(self).map_or_else(|| vec![T::default(); self.len()], <[T]>::to_vec))
+        })
+    }
 }
 
 impl CpuStorage {
@@ -43,10 +59,14 @@ impl CpuStorage {
             CpuStorage::C128(_) => DType::C128,
             CpuStorage::F8E4M3(_) => DType::F8E4M3,
             CpuStorage::F8E5M2(_) => DType::F8E5M2,
+            CpuStorage::Pinned(p) => p.dtype(),
         }
     }
     /// Number of elements.
     pub fn len(&self) -> usize {
+        if let CpuStorage::Pinned(p) = self {
+            return p.len();
+        }
         crate::with_dtype!(self.dtype(), T, { T::slice(self).map_or(0, |s| s.len()) })
     }
     /// True when empty.
@@ -60,6 +80,10 @@ impl CpuStorage {
     /// Borrows the elements as `T` (None if the dtype differs).
     pub fn as_slice<T: Element>(&self) -> Option<&[T]> {
         T::slice(self)
+    }
+    /// True for page-locked memory.
+    pub fn is_pinned(&self) -> bool {
+        matches!(self, CpuStorage::Pinned(_))
     }
     /// Mutably borrows the elements as `T`.
     pub fn as_mut_slice<T: Element>(&mut self) -> Option<&mut [T]> {

@@ -83,6 +83,16 @@ impl Event {
         // SAFETY: a live event and the device's live stream.
         unsafe { result::event::record(self.ev, self.dev.cu_stream()) }.map_err(|e| drv("event", e))
     }
+    /// True when the work before the last `record` has finished (does not wait).
+    pub fn query(&self) -> Result<bool> {
+        self.dev.bind()?;
+        // SAFETY: a live event.
+        match unsafe { result::event::query(self.ev) } {
+            Ok(()) => Ok(true),
+            Err(e) if e.0 == sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+            Err(e) => Err(drv("event", e)),
+        }
+    }
     /// Waits until the work before the last `record` has finished.
     pub fn synchronize(&self) -> Result<()> {
         self.dev.bind()?;

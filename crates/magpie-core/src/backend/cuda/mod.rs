@@ -48,6 +48,8 @@ pub mod norm_bwd;
 pub mod loss;
 pub mod optim;
 #[cfg(feature = "cuda")]
+pub mod pinned;
+#[cfg(feature = "cuda")]
 pub mod quant;
 #[cfg(feature = "cuda")]
 pub mod reduce;
@@ -64,6 +66,8 @@ pub use alloc::MemoryStats;
 pub use compile::{kernel_cache_stats, KernelCacheStats};
 #[cfg(feature = "cuda")]
 pub use device::{device_count, is_available, CudaDevice};
+#[cfg(feature = "cuda")]
+pub use pinned::{empty_pinned_cache, no_accelerator, pinned_stats, PinnedBuf, PinnedStats};
 #[cfg(feature = "cuda")]
 pub use storage::CudaStorage;
 

@@ -12,7 +12,7 @@ use crate::layout::Layout;
 use crate::ops::binary::{BinarySpec, Promote};
 use crate::ops::unary::{IntMode, UnarySpec};
 use crate::scalar::Scalar;
-use crate::storage::{Storage, StorageCell};
+use crate::storage::{CpuStorage, Storage, StorageCell};
 use crate::tensor::Tensor;
 use crate::{Device, Error, Result};
 use std::sync::Arc;
@@ -41,6 +41,47 @@ pub fn to_cuda(t: &Tensor, ordinal: usize) -> Result<Tensor> {
         CudaStorage::upload(ordinal, &T::into_storage(v))?
     });
     Ok(Tensor::from_parts(Arc::new(StorageCell::new(Storage::Cuda(st))), Layout::contiguous(t.shape()), None))
+}
+
+/// A copy of `t` on `cuda:ordinal`. From a contiguous pinned tensor the copy is queued straight
+/// from its page-locked memory and, with `non_blocking`, not waited for (the buffer keeps itself
+/// alive and unwritten until the copy has run); anything else goes through [`to_cuda`].
+pub fn to_cuda_with(t: &Tensor, ordinal: usize, non_blocking: bool) -> Result<Tensor> {
+    if !t.device().is_cuda() && t.is_contiguous() {
+        let g = t.storage().read();
+        if let Storage::Cpu(CpuStorage::Pinned(p)) = &*g {
+            let dev = device("to", ordinal)?;
+            super::alloc::forbid_in_capture(&dev, "to", "a copy of host data to the GPU (copy into a static input tensor before replaying instead)")?;
+            let st = CudaStorage::alloc(&dev, t.dtype(), t.numel())?;
+            // SAFETY: `st` holds numel elements of the tensor's dtype.
+            unsafe { p.copy_to_device("to", &dev, st.ptr(), t.storage_offset(), t.numel())? };
+            drop(g);
+            if !non_blocking {
+                dev.synchronize()?;
+            }
+            return Ok(Tensor::from_parts(Arc::new(StorageCell::new(Storage::Cuda(st))), Layout::contiguous(t.shape()), None));
+        }
+    }
+    to_cuda(t, ordinal)
+}
+
+/// A contiguous CPU copy of a CUDA tensor: with `non_blocking`, in pinned memory, queued without
+/// waiting (host reads of it wait for the copy); else [`to_cpu`].
+pub fn to_cpu_with(t: &Tensor, non_blocking: bool) -> Result<Tensor> {
+    if !non_blocking || !t.device().is_cuda() {
+        return to_cpu(t);
+    }
+    let c = if t.is_contiguous() { t.clone() } else { contiguous(t)? };
+    let buf = {
+        let g = c.storage().read();
+        let Storage::Cuda(s) = &*g else { return to_cpu(t) };
+        let dev = s.cuda_device().clone();
+        super::alloc::forbid_in_capture(&dev, "to", "a host read of CUDA values (.to(\"cpu\"))")?;
+        let src = s.ptr() + (c.storage_offset() * c.dtype().size()) as u64;
+        // SAFETY: the tensor's elements are `numel` values of its dtype from `src`, inside its block.
+        unsafe { super::pinned::PinnedBuf::from_device("to", &dev, src, c.dtype(), c.numel())? }
+    };
+    Tensor::from_cpu_storage(CpuStorage::Pinned(buf), t.shape())
 }
 
 /// A contiguous CPU copy of a CUDA tensor (waits for its device). No autograd record.

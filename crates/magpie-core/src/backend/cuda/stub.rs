@@ -27,6 +27,62 @@ impl CudaStorage {
     }
 }
 
+/// Page-locked host memory: uninhabited in a build without CUDA.
+#[derive(Debug)]
+pub enum PinnedBuf {}
+
+impl PinnedBuf {
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        match *self {}
+    }
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        match *self {}
+    }
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        match *self {}
+    }
+    /// Always the error of a build without an accelerator.
+    pub fn from_slice<T: crate::Element>(op: &str, _v: &[T]) -> crate::Result<PinnedBuf> {
+        Err(no_accelerator(op))
+    }
+    /// The elements as `T`.
+    pub fn as_slice<T: crate::Element>(&self) -> Option<&[T]> {
+        match *self {}
+    }
+    /// The elements as `T` for writing.
+    pub fn as_mut_slice<T: crate::Element>(&mut self) -> Option<&mut [T]> {
+        match *self {}
+    }
+}
+
+/// Pinned host allocator counters (all zero without CUDA).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PinnedStats {
+    pub allocated: usize,
+    pub pending: usize,
+    pub reserved: usize,
+    pub driver_allocs: u64,
+    pub driver_frees: u64,
+    pub cache_hits: u64,
+}
+
+/// Always zero.
+pub fn pinned_stats() -> PinnedStats {
+    PinnedStats::default()
+}
+
+/// Nothing to free.
+pub fn empty_pinned_cache() {}
+
+/// The error of an op that needs page-locked memory, in PyTorch's words for a build without an
+/// accelerator.
+pub fn no_accelerator(op: &str) -> crate::Error {
+    crate::Error::device(op, "Cannot access accelerator device when none is available.")
+}
+
 /// Allocator counters (all zero without CUDA).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct MemoryStats {
@@ -77,6 +133,12 @@ pub mod ops {
         Err(unavailable("to"))
     }
     pub fn to_cpu(_t: &Tensor) -> Result<Tensor> {
+        Err(unavailable("to"))
+    }
+    pub fn to_cuda_with(_t: &Tensor, _ordinal: usize, _non_blocking: bool) -> Result<Tensor> {
+        Err(unavailable("to"))
+    }
+    pub fn to_cpu_with(_t: &Tensor, _non_blocking: bool) -> Result<Tensor> {
         Err(unavailable("to"))
     }
     pub fn contiguous(_t: &Tensor) -> Result<Tensor> {
