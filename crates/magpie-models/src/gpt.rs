@@ -5,7 +5,7 @@
 
 use magpie_core::autograd::no_grad;
 use magpie_core::ops::nn::loss::Reduction;
-use magpie_core::ops::nn::{linear, linear_cross_entropy, scaled_dot_product_attention};
+use magpie_core::ops::nn::{linear, lm_head_cross_entropy, scaled_dot_product_attention};
 use magpie_core::{Error, Result, Tensor};
 use magpie_nn::{init, Dropout, Embedding, LayerNorm, Linear, Module, ModuleExt, ModuleList};
 use serde::{Deserialize, Serialize};
@@ -274,7 +274,7 @@ impl Gpt {
         // padded copies of the logits and of their gradient (the values of the two ops)
         let x = self.hidden(idx)?;
         let c = self.config.n_embd as i64;
-        linear_cross_entropy(&x.reshape(&[-1, c])?, &self.wte.weight, &targets.reshape(&[-1])?, -100, Reduction::Mean)
+        lm_head_cross_entropy(&x.reshape(&[-1, c])?, &self.wte.weight, &targets.reshape(&[-1])?, -100, Reduction::Mean)
     }
 
     /// The parameters split for AdamW as GPT-2 training does: matrices (decayed) and the rest

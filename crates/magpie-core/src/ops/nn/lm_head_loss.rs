@@ -1,4 +1,5 @@
-//! `cross_entropy(linear(x, weight), target)` as one op: a language model's head and loss. The
+//! `cross_entropy(linear(x, weight), target)` as one op: a language model's head and loss (PyTorch's
+//! `F.linear_cross_entropy` with `ignore_index`; that name is `loss::linear_cross_entropy`). The
 //! composite (the two ops) is the reference; on CUDA, f16/bf16 products (autocast's) over a
 //! vocabulary that is not a multiple of 8 run fused: the weight is padded once to an aligned row
 //! count, the logits stay in the padded product (the loss kernels read its rows through their
@@ -16,16 +17,16 @@ use crate::Result;
 /// behaviour and errors as the two ops; faster on CUDA for 16-bit products over an odd `V`.
 ///
 /// ```
-/// use magpie_core::ops::nn::{linear_cross_entropy, Reduction};
+/// use magpie_core::ops::nn::{lm_head_cross_entropy, Reduction};
 /// use magpie_core::Tensor;
 /// let x = Tensor::from_vec(vec![0.5f32, -1.0, 2.0, 0.0], &[2, 2])?;
 /// let w = Tensor::from_vec(vec![1.0f32, 0.0, 0.0, 1.0, 1.0, 1.0], &[3, 2])?;
 /// let t = Tensor::from_vec(vec![2i64, 0], &[2])?;
-/// let loss = linear_cross_entropy(&x, &w, &t, -100, Reduction::Mean)?;
+/// let loss = lm_head_cross_entropy(&x, &w, &t, -100, Reduction::Mean)?;
 /// assert_eq!(loss.shape(), &[] as &[usize]);
 /// # Ok::<(), magpie_core::Error>(())
 /// ```
-pub fn linear_cross_entropy(x: &Tensor, weight: &Tensor, target: &Tensor, ignore_index: i64, reduction: Reduction) -> Result<Tensor> {
+pub fn lm_head_cross_entropy(x: &Tensor, weight: &Tensor, target: &Tensor, ignore_index: i64, reduction: Reduction) -> Result<Tensor> {
     #[cfg(feature = "cuda")]
     if let Some(l) = cuda::fused(x, weight, target, ignore_index, reduction)? {
         return Ok(l);
@@ -97,7 +98,7 @@ mod cuda {
             Reduction::Mean => f.loss.sum()?.div(count.as_ref().ok_or_else(|| Error::value("cross_entropy", "no count"))?)?,
         };
         drop(ng);
-        let (sx, sw) = (Saved::new("linear_cross_entropy", &x16), Saved::new("linear_cross_entropy", &w16));
+        let (sx, sw) = (Saved::new("lm_head_cross_entropy", &x16), Saved::new("lm_head_cross_entropy", &w16));
         let (target, lse) = (t.clone(), f.lse);
         autograd::record("LinearCrossEntropy", &[&x16, &w16], std::slice::from_ref(&out), move |ctx, g| {
             let (x16, w16) = (sx.get()?, sw.get()?);
@@ -118,7 +119,7 @@ mod cuda {
             }
             // [N, vp] with zero columns from v on: both products read it at its aligned row length
             let dl = kl::cross_entropy_backward_padded(&logits, &target, &lse, &g[0], count.as_ref(), ii, p, vp)?
-                .ok_or_else(|| Error::value("linear_cross_entropy", "no CUDA kernel for the gradient"))?;
+                .ok_or_else(|| Error::value("lm_head_cross_entropy", "no CUDA kernel for the gradient"))?;
             let gx = if need_x { Some(dl.mm(&wp)?) } else { None };
             let gw = if need_w { Some(dl.t()?.mm(&x16)?.narrow(0, 0, v as i64)?) } else { None };
             Ok(vec![gx, gw])
