@@ -107,7 +107,7 @@ pub fn cross_entropy_forward(x: &Tensor, t: &Tensor, ignore_index: i64, p: Preci
         a.push(c as i64).push(ld as i64).push(ignore_index);
         if p == Precision::F32Of16 {
             // 16-byte loads where every row starts aligned
-            a.push((xp % 16 == 0 && ld % 8 == 0) as i32);
+            a.push((xp.is_multiple_of(16) && ld.is_multiple_of(8)) as i32);
         }
         launch(&dev, op, f, (rows as u32, 1, 1), (threads, 1, 1), 0, &mut a)?;
     }
@@ -167,7 +167,7 @@ pub fn cross_entropy_backward_padded(x: &Tensor, t: &Tensor, lse: &Tensor, g: &T
         // 16-byte loads and stores where every row of x and dx starts aligned (x's row is read up
         // to row_len: only when its stride holds that many)
         let held = x.storage().read().len() >= x.storage_offset() + (rows - 1) * ld + row_len;
-        let vec = p == Precision::F32Of16 && xp % 16 == 0 && dp % 16 == 0 && ld % 8 == 0 && row_len % 8 == 0 && ld >= row_len && held;
+        let vec = p == Precision::F32Of16 && xp.is_multiple_of(16) && dp.is_multiple_of(16) && ld.is_multiple_of(8) && row_len.is_multiple_of(8) && ld >= row_len && held;
         if p == Precision::F32Of16 {
             a.push(vec as i32);
         }

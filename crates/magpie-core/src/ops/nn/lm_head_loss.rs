@@ -79,7 +79,7 @@ mod cuda {
             return Ok(None);
         }
         // only where matmul would pad (an odd vocabulary, a product big enough for it to pay)
-        if v % 8 == 0 || cin % 8 != 0 || n.saturating_mul(v).saturating_mul(cin) < blas::pad_min_macs() {
+        if v.is_multiple_of(8) || !cin.is_multiple_of(8) || n.saturating_mul(v).saturating_mul(cin) < blas::pad_min_macs() {
             return Ok(None);
         }
         let vp = v.div_ceil(8) * 8;
