@@ -5,8 +5,7 @@
 
 use magpie_core::autograd::no_grad;
 use magpie_core::ops::nn::loss::Reduction;
-use magpie_core::ops::nn::loss::cross_entropy;
-use magpie_core::ops::nn::{linear, scaled_dot_product_attention};
+use magpie_core::ops::nn::{linear, lm_head_cross_entropy, scaled_dot_product_attention};
 use magpie_core::{Error, Result, Tensor};
 use magpie_nn::{init, Dropout, Embedding, LayerNorm, Linear, Module, ModuleExt, ModuleList};
 use serde::{Deserialize, Serialize};
@@ -252,6 +251,12 @@ impl Gpt {
 
     /// Logits `[B, T, vocab]` for token ids `[B, T]`.
     pub fn logits(&self, idx: &Tensor) -> Result<Tensor> {
+        // the LM head shares the token embedding's weight (weight tying, as GPT-2)
+        linear(&self.hidden(idx)?, &self.wte.weight, None)
+    }
+
+    /// The last layer norm's output `[B, T, n_embd]` (the LM head's input) for token ids `[B, T]`.
+    fn hidden(&self, idx: &Tensor) -> Result<Tensor> {
         let (_, t) = self.check_idx(idx)?;
         // positions live where the ids are (the embedding kernel reads them on the model's device)
         let pos = self.pos.get(t, idx.device())?;
@@ -260,16 +265,16 @@ impl Gpt {
         for blk in &self.h.items {
             x = blk.forward(&x)?;
         }
-        let x = self.ln_f.forward(&x)?;
-        // the LM head shares the token embedding's weight (weight tying, as GPT-2)
-        linear(&x, &self.wte.weight, None)
+        self.ln_f.forward(&x)
     }
 
     /// Mean cross-entropy (nats per token) of predicting `targets [B, T]` from `idx [B, T]`.
     pub fn loss(&self, idx: &Tensor, targets: &Tensor) -> Result<Tensor> {
-        let logits = self.logits(idx)?;
-        let v = self.config.vocab_size as i64;
-        cross_entropy(&logits.reshape(&[-1, v])?, &targets.reshape(&[-1])?, None, -100, Reduction::Mean, 0.0)
+        // head and loss as one op: on CUDA with an odd vocabulary (GPT-2's 50257) it skips the
+        // padded copies of the logits and of their gradient (the values of the two ops)
+        let x = self.hidden(idx)?;
+        let c = self.config.n_embd as i64;
+        lm_head_cross_entropy(&x.reshape(&[-1, c])?, &self.wte.weight, &targets.reshape(&[-1])?, -100, Reduction::Mean)
     }
 
     /// The parameters split for AdamW as GPT-2 training does: matrices (decayed) and the rest

@@ -150,7 +150,9 @@ pub fn embedding(weight: &Tensor, indices: &Tensor) -> Result<Option<Tensor>> {
 /// The gradient of `embedding` for a `[rows, d]` table: `g` (`[..., d]`, the gradient of the
 /// lookup) summed into the rows named by `indices` in index order, without atomics (so two runs,
 /// or an eager step and its CUDA-graph replay, give the same bits); the row `skip`
-/// (padding_idx) gets zeros. None when `g`'s dtype has no kernel.
+/// (padding_idx) gets zeros. Two launches: a counting sort of the positions by row (one block),
+/// then one block per row summing only its own hits. None when `g`'s dtype has no kernel, or
+/// for 2^31 rows or indices and more.
 pub fn embedding_backward(g: &Tensor, indices: &Tensor, rows: usize, skip: Option<usize>) -> Result<Option<Tensor>> {
     let op = "embedding_backward";
     let Device::Cuda(ord) = g.device() else { return Ok(None) };
@@ -164,15 +166,27 @@ pub fn embedding_backward(g: &Tensor, indices: &Tensor, rows: usize, skip: Optio
     if idx.numel() * d != g.numel() {
         return Err(Error::shape(op, format!("gradient {:?} for {} indices of rows of {d}", g.shape(), idx.numel())));
     }
+    let n = idx.numel();
+    if rows >= i32::MAX as usize || n >= i32::MAX as usize {
+        return Ok(None);
+    }
     let out = empty(op, ord, g.dtype(), &[rows, d])?;
     if rows == 0 || d == 0 {
         return Ok(Some(out));
     }
-    let (gp, dev) = elem_ptr(op, &g)?;
-    let f = kfunc(&dev, KFile::Index, g.dtype(), "embedding_bwd_rows")?;
+    // int32 scratch: cnt[rows], off[rows + 1], rank[n], pos[n]
+    let scratch = empty(op, ord, DType::I32, &[2 * rows + 1 + 2 * n])?;
+    let (sp, dev) = elem_ptr(op, &scratch)?;
+    let (cnt, off) = (sp, sp + 4 * rows as u64);
+    let (rank, pos) = (off + 4 * (rows as u64 + 1), off + 4 * (rows + 1 + n) as u64);
+    let plan = kfunc(&dev, KFile::Index, g.dtype(), "embedding_bwd_plan")?;
+    let mut a = Args::new();
+    a.push(elem_ptr(op, &idx)?.0).push(n as i32).push(rows as i32).push(cnt).push(off).push(rank).push(pos);
+    launch(&dev, op, plan, (1, 1, 1), (1024, 1, 1), 0, &mut a)?;
+    let f = kfunc(&dev, KFile::Index, g.dtype(), "embedding_bwd_sum")?;
     let mut a = Args::new();
     let skip = skip.map_or(-1, |s| s as i64);
-    a.push(gp).push(elem_ptr(op, &idx)?.0).push(idx.numel() as i64).push(d as i64).push(rows as i64).push(skip).push(elem_ptr(op, &out)?.0);
+    a.push(elem_ptr(op, &g)?.0).push(off).push(pos).push(d as i64).push(rows as i64).push(skip).push(elem_ptr(op, &out)?.0);
     launch(&dev, op, f, (rows.min(65535) as u32, 1, 1), (256, 1, 1), 0, &mut a)?;
     Ok(Some(out))
 }

@@ -1,6 +1,8 @@
 //! Host side of kernels/loss.cu: cross_entropy with class-index targets on CUDA logits
 //! `[rows, c]`, forward (per-row loss, log-sum-exp and the count of rows that are not ignored)
-//! and backward (`softmax(x) - onehot(t)` scaled), without host synchronization.
+//! and backward (`softmax(x) - onehot(t)` scaled), without host synchronization. The logits may
+//! be a row-strided view (a padded product's first `c` columns); the backward can write its
+//! gradient into rows padded with zeros ([`cross_entropy_backward_padded`]).
 
 use super::kern::{elem_ptr, grid_stride_blocks, kfunc, KFile};
 use super::launch::{launch, Args};
@@ -23,6 +25,16 @@ pub struct CeForward {
 
 fn cont(t: &Tensor) -> Result<Tensor> {
     if t.is_contiguous() { Ok(t.clone()) } else { contiguous(t) }
+}
+
+/// 2-d logits as the kernels read them: `x` itself when its classes are contiguous and its rows
+/// do not overlap (row stride `ld >= c`), else a contiguous copy; with the row stride.
+fn rows_of(x: &Tensor) -> Result<(Tensor, usize)> {
+    let (c, st) = (x.shape()[1], x.strides());
+    if (st[1] == 1 || c == 1) && st[0] >= c && x.shape()[0] > 0 {
+        return Ok((x.clone(), st[0]));
+    }
+    Ok((cont(x)?, c))
 }
 
 /// Targets as contiguous i64 on `x`'s device, or None when they are elsewhere.
@@ -81,7 +93,7 @@ pub fn cross_entropy_forward(x: &Tensor, t: &Tensor, ignore_index: i64, p: Preci
     }
     let Some(t) = targets(x, t)? else { return Ok(None) };
     let (rows, c) = (x.shape()[0], x.shape()[1]);
-    let x = cont(x)?;
+    let (x, ld) = rows_of(x)?;
     let acc = p.acc(dt);
     let loss = empty(op, ord, acc, &[rows])?;
     let lse = empty(op, ord, acc, &[rows])?;
@@ -92,7 +104,11 @@ pub fn cross_entropy_forward(x: &Tensor, t: &Tensor, ignore_index: i64, p: Preci
         let threads = (c.div_ceil(4).div_ceil(32) * 32).clamp(32, 1024) as u32;
         let mut a = Args::new();
         a.push(xp).push(elem_ptr(op, &t)?.0).push(elem_ptr(op, &loss)?.0).push(elem_ptr(op, &lse)?.0).push(elem_ptr(op, &valid)?.0);
-        a.push(c as i64).push(ignore_index);
+        a.push(c as i64).push(ld as i64).push(ignore_index);
+        if p == Precision::F32Of16 {
+            // 16-byte loads where every row starts aligned
+            a.push((xp.is_multiple_of(16) && ld.is_multiple_of(8)) as i32);
+        }
         launch(&dev, op, f, (rows as u32, 1, 1), (threads, 1, 1), 0, &mut a)?;
     }
     Ok(Some(CeForward { loss, lse, valid }))
@@ -103,10 +119,21 @@ pub fn cross_entropy_forward(x: &Tensor, t: &Tensor, ignore_index: i64, p: Preci
 /// (0-d) divides for reduction 'mean'; `lse` is the forward's. None when there is no kernel for
 /// these inputs.
 pub fn cross_entropy_backward(x: &Tensor, t: &Tensor, lse: &Tensor, g: &Tensor, count: Option<&Tensor>, ignore_index: i64, p: Precision) -> Result<Option<Tensor>> {
+    if x.ndim() != 2 {
+        return Ok(None);
+    }
+    cross_entropy_backward_padded(x, t, lse, g, count, ignore_index, p, x.shape()[1])
+}
+
+/// [`cross_entropy_backward`] into a new contiguous `[rows, row_len]` gradient (`row_len >= c`)
+/// whose columns from `c` on are zeros: the gradient of a padded product's first `c` columns,
+/// which the product's backward GEMMs then read at the aligned row length without a copy.
+#[allow(clippy::too_many_arguments)]
+pub fn cross_entropy_backward_padded(x: &Tensor, t: &Tensor, lse: &Tensor, g: &Tensor, count: Option<&Tensor>, ignore_index: i64, p: Precision, row_len: usize) -> Result<Option<Tensor>> {
     let op = "cross_entropy_backward";
     let dt = x.dtype();
     let Device::Cuda(ord) = x.device() else { return Ok(None) };
-    if !p.takes(dt) || x.ndim() != 2 {
+    if !p.takes(dt) || x.ndim() != 2 || row_len < x.shape()[1] {
         return Ok(None);
     }
     let (rows, c) = (x.shape()[0], x.shape()[1]);
@@ -123,10 +150,10 @@ pub fn cross_entropy_backward(x: &Tensor, t: &Tensor, lse: &Tensor, g: &Tensor, 
     let Some(t) = targets(x, t)? else { return Ok(None) };
     let acc = p.acc(dt);
     let as_acc = |u: &Tensor| -> Result<Tensor> { cont(&if u.dtype() != acc { cast(u, acc)? } else { u.clone() }) };
-    let (x, lse, g) = (cont(x)?, as_acc(lse)?, as_acc(g)?);
+    let ((x, ld), lse, g) = (rows_of(x)?, as_acc(lse)?, as_acc(g)?);
     let count = count.map(as_acc).transpose()?;
-    let dx = empty(op, ord, dt, &[rows, c])?;
-    if rows > 0 && c > 0 {
+    let dx = empty(op, ord, dt, &[rows, row_len])?;
+    if rows > 0 && row_len > 0 {
         let (xp, dev) = elem_ptr(op, &x)?;
         let f = kfunc(&dev, KFile::Loss, dt, p.kernels().1)?;
         let cp = match &count {
@@ -135,12 +162,21 @@ pub fn cross_entropy_backward(x: &Tensor, t: &Tensor, lse: &Tensor, g: &Tensor, 
         };
         let mut a = Args::new();
         a.push(xp).push(elem_ptr(op, &t)?.0).push(elem_ptr(op, &lse)?.0).push(elem_ptr(op, &g)?.0).push(gstride).push(cp);
-        a.push(elem_ptr(op, &dx)?.0).push(rows as i64).push(c as i64).push(ignore_index);
+        let dp = elem_ptr(op, &dx)?.0;
+        a.push(dp).push(rows as i64).push(c as i64).push(ld as i64).push(row_len as i64).push(ignore_index);
+        // 16-byte loads and stores where every row of x and dx starts aligned (x's row is read up
+        // to row_len: only when its stride holds that many)
+        let held = x.storage().read().len() >= x.storage_offset() + (rows - 1) * ld + row_len;
+        let vec = p == Precision::F32Of16 && xp.is_multiple_of(16) && dp.is_multiple_of(16) && ld.is_multiple_of(8) && row_len.is_multiple_of(8) && ld >= row_len && held;
+        if p == Precision::F32Of16 {
+            a.push(vec as i32);
+        }
         let (grid, block) = match p {
-            Precision::Own => ((grid_stride_blocks(&dev, rows * c), 1, 1), (256, 1, 1)),
+            Precision::Own => ((grid_stride_blocks(&dev, rows * row_len), 1, 1), (256, 1, 1)),
             Precision::F32Of16 => {
-                // columns of a row over blockIdx.x (at least 4 elements a thread), rows over blockIdx.y
-                let xblocks = c.div_ceil(256 * 4).max(1);
+                // columns of a row over blockIdx.x (at least 4 elements a thread, 8 with `vec`),
+                // rows over blockIdx.y
+                let xblocks = row_len.div_ceil(256 * if vec { 8 } else { 4 }).max(1);
                 let yblocks = rows.min(65535).min((dev.sm_count as usize * 32).div_ceil(xblocks).max(1));
                 ((xblocks as u32, yblocks.max(1) as u32, 1), (256, 1, 1))
             }

@@ -88,7 +88,7 @@ fn fused_grad(x: &Tensor, tv: &[i64], lse: &[f32], g: &Tensor, ignore_index: i64
 }
 
 /// The same gradient with tensor ops (differentiable again, for double backward).
-fn composite_grad(x: &Tensor, t: &Tensor, g: &Tensor, ignore_index: i64, r: Reduction, count: usize) -> Result<Tensor> {
+pub(crate) fn composite_grad(x: &Tensor, t: &Tensor, g: &Tensor, ignore_index: i64, r: Reduction, count: usize) -> Result<Tensor> {
     let c = x.shape()[1];
     let p = x.softmax(1, None)?;
     let classes = Tensor::arange(0i64, c as i64, 1i64)?.to_device(x.device())?.reshape(&[1, -1])?;

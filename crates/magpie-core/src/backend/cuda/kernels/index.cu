@@ -42,50 +42,125 @@ extern "C" __global__ void take_rows(const T* __restrict__ w, T* __restrict__ ou
 }
 
 
-// Embedding backward without atomics: out[r, :] = sum of g[i, :] over the positions i with
-// idx[i] == r, added in index order (bitwise reproducible run to run, and the CPU kernel's order),
-// zeros for rows without hits and for the row `skip` (padding_idx; -1 for none). Block b owns
-// rows b, b + gridDim.x, ...; per row it walks the indices in chunks of 256, collects the
-// matching positions of a chunk in order (warp ballots), then every thread adds them for its
-// columns. Needs blockDim.x == 256.
-extern "C" __global__ void embedding_bwd_rows(const T* __restrict__ g, const i64* __restrict__ idx, i64 nidx, i64 d,
-                                              i64 rows, i64 skip, T* __restrict__ out) {
-    __shared__ int hits[256];
-    __shared__ int wcount[8];
+// Embedding backward without atomics, in two launches. Both sum each table row's gradient rows
+// in index order (bitwise reproducible run to run, and the CPU kernel's order); the first groups
+// the positions by row so that the second reads only the hits of its row (the n_indices x
+// n_rows scan of a one-pass kernel is gone).
+//
+// Step 1, one block of 1024 threads: a stable counting sort of the positions by index.
+// cnt[r] = hits of row r; off[r] = their exclusive prefix sum (off[rows] = hits in range);
+// pos[off[idx[k]] + rank[k]] = k, where rank[k] counts the earlier positions with the same index
+// (found chunk by chunk: 1024 indices in shared memory, each thread counts the equal ones before
+// and after its own; the last of a group advances the row's count). Out-of-range indices are
+// dropped (the forward reported them). All scratch arrays are int32.
+extern "C" __global__ void __launch_bounds__(1024) embedding_bwd_plan(const i64* __restrict__ idx, int nidx, int rows, int* cnt, int* off,
+                                                                      int* rank, int* pos) {
+    __shared__ int vals[1024];
+    __shared__ int wsum[32];
     const int t = threadIdx.x, lane = t & 31, w = t >> 5;
-    for (i64 r = blockIdx.x; r < rows; r += gridDim.x) {
-        for (i64 c0 = 0; c0 < d; c0 += 4 * 256) {
-            A acc[4] = {(A)0, (A)0, (A)0, (A)0};
-            if (r != skip) {
-                for (i64 k0 = 0; k0 < nidx; k0 += 256) {
-                    const i64 k = k0 + t;
-                    const bool m = k < nidx && idx[k] == r;
-                    const unsigned mask = __ballot_sync(0xffffffffu, m);
-                    if (lane == 0) wcount[w] = __popc(mask);
-                    __syncthreads();
-                    int before = 0, total = 0;
-                    for (int j = 0; j < 8; j++) {
-                        before += j < w ? wcount[j] : 0;
-                        total += wcount[j];
-                    }
-                    if (m) hits[before + __popc(mask & ((1u << lane) - 1u))] = (int)t;
-                    __syncthreads();
-                    for (int j = 0; j < total; j++) {
-                        const i64 row = k0 + hits[j];
-#pragma unroll
-                        for (int q = 0; q < 4; q++) {
-                            const i64 c = c0 + q * 256 + t;
-                            if (c < d) acc[q] += (A)Ty<T>::ld(g[row * d + c]);
-                        }
-                    }
-                    __syncthreads();
+    for (int r = t; r < rows; r += 1024) cnt[r] = 0;
+    __syncthreads();
+    for (int k0 = 0; k0 < nidx; k0 += 1024) {
+        const int k = k0 + t;
+        int v = -1;
+        if (k < nidx) {
+            const i64 x = idx[k];
+            v = (x >= 0 && x < rows) ? (int)x : -1;
+        }
+        vals[t] = v;
+        __syncthreads();
+        int before = 0, after = 0, base = 0;
+        if (v >= 0) {
+            const int n = min(1024, nidx - k0);
+            for (int j = 0; j < n; j++) {
+                if (vals[j] == v) {
+                    before += j < t;
+                    after += j > t;
                 }
             }
+            base = cnt[v];
+        }
+        __syncthreads();  // every read of cnt before this chunk's writes
+        if (v >= 0) {
+            rank[k] = base + before;
+            if (after == 0) cnt[v] = base + before + 1;
+        }
+        __syncthreads();
+    }
+    // exclusive prefix sum of cnt: a contiguous segment of rows per thread, scanned across the block
+    const int per = (rows + 1023) / 1024;
+    const int r0 = min(rows, t * per), r1 = min(rows, r0 + per);
+    int s = 0;
+    for (int r = r0; r < r1; r++) s += cnt[r];
+    int incl = s;
+    for (int o = 1; o < 32; o <<= 1) {
+        const int y = __shfl_up_sync(0xffffffffu, incl, o);
+        if (lane >= o) incl += y;
+    }
+    if (lane == 31) wsum[w] = incl;
+    __syncthreads();
+    if (w == 0) {
+        const int z = wsum[lane];
+        int zi = z;
+        for (int o = 1; o < 32; o <<= 1) {
+            const int y = __shfl_up_sync(0xffffffffu, zi, o);
+            if (lane >= o) zi += y;
+        }
+        wsum[lane] = zi - z;
+    }
+    __syncthreads();
+    int run = wsum[w] + incl - s;
+    for (int r = r0; r < r1; r++) {
+        off[r] = run;
+        run += cnt[r];
+    }
+    if (t == 1023) off[rows] = run;
+    __syncthreads();
+    for (int k = t; k < nidx; k += 1024) {
+        const i64 x = idx[k];
+        if (x >= 0 && x < rows) pos[off[(int)x] + rank[k]] = k;
+    }
+}
+
+// Step 2: out[r, :] = sum of g[pos[j], :] for j in [off[r], off[r + 1]) in that order (index
+// order), zeros for rows without hits and for the row `skip` (padding_idx; -1 for none). Block b
+// owns rows b, b + gridDim.x, ...; a thread keeps 4 columns 256 apart and loads 4 hits ahead
+// of its additions (a row with many hits, as a token-type row, is a chain of dependent adds:
+// the loads in flight hide their latency; the order of the additions is unchanged).
+extern "C" __global__ void embedding_bwd_sum(const T* __restrict__ g, const int* __restrict__ off, const int* __restrict__ pos, i64 d,
+                                             i64 rows, i64 skip, T* __restrict__ out) {
+    const int t = threadIdx.x;
+    for (i64 r = blockIdx.x; r < rows; r += gridDim.x) {
+        const int a = off[r], b = r == skip ? a : off[r + 1];
+        for (i64 c0 = 0; c0 < d; c0 += 4 * 256) {
+            A acc[4] = {(A)0, (A)0, (A)0, (A)0};
+            bool in[4];
 #pragma unroll
-            for (int q = 0; q < 4; q++) {
-                const i64 c = c0 + q * 256 + t;
-                if (c < d) out[r * d + c] = Ty<T>::st(acc[q]);
+            for (int q = 0; q < 4; q++) in[q] = c0 + q * 256 + t < d;
+            int j = a;
+            for (; j + 4 <= b; j += 4) {
+                A v[4][4];
+#pragma unroll
+                for (int u = 0; u < 4; u++) {
+                    const T* gr = g + (i64)pos[j + u] * d + c0 + t;
+#pragma unroll
+                    for (int q = 0; q < 4; q++) v[u][q] = in[q] ? (A)Ty<T>::ld(gr[q * 256]) : (A)0;
+                }
+#pragma unroll
+                for (int u = 0; u < 4; u++) {
+#pragma unroll
+                    for (int q = 0; q < 4; q++) acc[q] += v[u][q];
+                }
             }
+            for (; j < b; j++) {
+                const T* gr = g + (i64)pos[j] * d + c0 + t;
+#pragma unroll
+                for (int q = 0; q < 4; q++)
+                    if (in[q]) acc[q] += (A)Ty<T>::ld(gr[q * 256]);
+            }
+#pragma unroll
+            for (int q = 0; q < 4; q++)
+                if (in[q]) out[r * d + c0 + q * 256 + t] = Ty<T>::st(acc[q]);
         }
     }
 }

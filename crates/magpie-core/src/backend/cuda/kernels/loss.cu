@@ -1,5 +1,7 @@
-// cross_entropy with class-index targets over contiguous [rows, c] logits of dtype T and i64
-// targets [rows]; arithmetic in Ty<T>::acc. Nothing here synchronizes the host: a target
+// cross_entropy with class-index targets over [rows, c] logits of dtype T (row r at x + r * ld,
+// its classes contiguous) and i64 targets [rows]; arithmetic in Ty<T>::acc. The backward writes
+// rows of `old` >= c elements (zeros after the c classes: a GEMM on the gradient can then run on
+// a padded aligned row length without copying it). Nothing here synchronizes the host: a target
 // outside [0, c) (other than ignore_index) gives a NaN loss for its row instead of an error.
 
 typedef Ty<T>::acc A;
@@ -7,10 +9,10 @@ typedef Ty<T>::acc A;
 // A block per row: loss[r] = logsumexp(x[r]) - x[r, t[r]] (0 when ignored), lse[r], and
 // valid[r] = 1 for rows that count (0 for ignored ones; their sum is the mean's divisor).
 extern "C" __global__ void __launch_bounds__(1024) ce_fwd(const T* __restrict__ x, const i64* __restrict__ t, T* __restrict__ loss,
-                                                          T* __restrict__ lse_out, T* __restrict__ valid, i64 c, i64 ignore_index) {
+                                                          T* __restrict__ lse_out, T* __restrict__ valid, i64 c, i64 ld, i64 ignore_index) {
     __shared__ A sm[32];
     const i64 r = blockIdx.x;
-    const T* xr = x + r * c;
+    const T* xr = x + r * ld;
     A mx = lowest_of<A>();
     for (i64 i = threadIdx.x; i < c; i += blockDim.x) mx = OpMax<A>::comb(mx, Ty<T>::ld(xr[i]));
     mx = block_reduce<OpMax<A> >(mx, sm);
@@ -40,46 +42,64 @@ extern "C" __global__ void __launch_bounds__(1024) ce_fwd(const T* __restrict__ 
 }
 
 // dx[r, j] = (exp(x[r, j] - lse[r]) - (j == t[r])) * g[r * gstride] / count[0] (no division when
-// count is null; gstride 0 for a 0-d upstream gradient); 0 on ignored rows. Grid-stride.
+// count is null; gstride 0 for a 0-d upstream gradient); 0 on ignored rows and for c <= j < old.
+// Grid-stride over dx's rows * old elements.
 extern "C" __global__ void ce_bwd(const T* __restrict__ x, const i64* __restrict__ t, const T* __restrict__ lse, const T* __restrict__ g,
-                                  i64 gstride, const T* __restrict__ count, T* __restrict__ dx, i64 rows, i64 c, i64 ignore_index) {
-    const i64 total = rows * c;
+                                  i64 gstride, const T* __restrict__ count, T* __restrict__ dx, i64 rows, i64 c, i64 ld, i64 old,
+                                  i64 ignore_index) {
+    const i64 total = rows * old;
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (i64)gridDim.x * blockDim.x) {
-        const i64 r = i / c, j = i - r * c;
+        const i64 r = i / old, j = i - r * old;
         const i64 ti = t[r];
-        if (ti == ignore_index) {
+        if (ti == ignore_index || j >= c) {
             dx[i] = Ty<T>::st((A)0);
             continue;
         }
         A sc = Ty<T>::ld(g[r * gstride]);
         if (count) sc = sc / Ty<T>::ld(count[0]);
-        const A p = m_exp(Ty<T>::ld(x[i]) - Ty<T>::ld(lse[r]));
+        const A p = m_exp(Ty<T>::ld(x[r * ld + j]) - Ty<T>::ld(lse[r]));
         dx[i] = Ty<T>::st((p - (j == ti ? (A)1 : (A)0)) * sc);
+    }
+}
+
+// One value into a running maximum m and the sum s of exponentials relative to it.
+__device__ __forceinline__ void ce_online(float v, float& m, float& s, float ninf) {
+    if (v > m) {
+        s = (m == ninf ? 0.0f : s * m_exp(m - v)) + 1.0f;
+        m = v;
+    } else if (v == m) {
+        if (m != ninf) s += 1.0f;
+    } else {
+        s += m_exp(v - m);
     }
 }
 
 // ce_fwd for 16-bit logits under autocast, whose loss PyTorch computes in float32 from the
 // logits cast up (exact): the same loss reading T directly, with float outputs, in one pass over
 // the row (each thread keeps a running maximum and its rescaled sum of exponentials; the block
-// then rescales the threads' sums to the row's maximum).
+// then rescales the threads' sums to the row's maximum). `vec`: rows start 16-byte aligned (x
+// aligned, ld a multiple of 8), read 8 values per load.
 extern "C" __global__ void __launch_bounds__(1024) ce_fwd_f32(const T* __restrict__ x, const i64* __restrict__ t, float* __restrict__ loss,
-                                                              float* __restrict__ lse_out, float* __restrict__ valid, i64 c, i64 ignore_index) {
+                                                              float* __restrict__ lse_out, float* __restrict__ valid, i64 c, i64 ld, i64 ignore_index,
+                                                              int vec) {
     __shared__ float sm[32];
     const i64 r = blockIdx.x;
-    const T* xr = x + r * c;
+    const T* xr = x + r * ld;
     const float ninf = lowest_of<float>(), pinf = highest_of<float>();
     float m = ninf, s = 0;
-    for (i64 i = threadIdx.x; i < c; i += blockDim.x) {
-        const float v = (float)Ty<T>::ld(xr[i]);
-        if (v > m) {
-            s = (m == ninf ? 0.0f : s * m_exp(m - v)) + 1.0f;
-            m = v;
-        } else if (v == m) {
-            if (m != ninf) s += 1.0f;
-        } else {
-            s += m_exp(v - m);
+    i64 done = 0;
+    if (vec) {
+        const i64 groups = c / 8;
+        const uint4* xv = reinterpret_cast<const uint4*>(xr);
+        for (i64 i = threadIdx.x; i < groups; i += blockDim.x) {
+            const uint4 u = xv[i];
+            const T* e = reinterpret_cast<const T*>(&u);
+#pragma unroll
+            for (int q = 0; q < 8; q++) ce_online((float)Ty<T>::ld(e[q]), m, s, ninf);
         }
+        done = groups * 8;
     }
+    for (i64 i = done + threadIdx.x; i < c; i += blockDim.x) ce_online((float)Ty<T>::ld(xr[i]), m, s, ninf);
     const float mx = block_reduce<OpMax<float> >(m, sm);
     // this thread's sum at the row's maximum (an infinite maximum counts its infinite terms only)
     float part;
@@ -110,18 +130,43 @@ extern "C" __global__ void __launch_bounds__(1024) ce_fwd_f32(const T* __restric
 
 // ce_bwd for 16-bit logits with the float32 lse, upstream gradient and count of ce_fwd_f32: the
 // float gradient rounded once to T (what the float32 gradient cast back to the logits' dtype
-// gives). A 2-d grid (rows by column chunks) so that no thread divides by c.
+// gives). A 2-d grid (rows by column chunks) so that no thread divides by c. `vec`: x and dx
+// rows start 16-byte aligned and ld >= old (both multiples of 8): 8 values per load and store
+// (the columns from c to old of x are read, not used).
 extern "C" __global__ void ce_bwd_f32(const T* __restrict__ x, const i64* __restrict__ t, const float* __restrict__ lse, const float* __restrict__ g,
-                                      i64 gstride, const float* __restrict__ count, T* __restrict__ dx, i64 rows, i64 c, i64 ignore_index) {
+                                      i64 gstride, const float* __restrict__ count, T* __restrict__ dx, i64 rows, i64 c, i64 ld, i64 old,
+                                      i64 ignore_index, int vec) {
     for (i64 r = blockIdx.y; r < rows; r += gridDim.y) {
         const i64 ti = t[r];
         const bool ign = ti == ignore_index;
         float sc = g[r * gstride];
         if (count) sc = sc / count[0];
         const float l = lse[r];
-        const T* xr = x + r * c;
-        T* dr = dx + r * c;
-        for (i64 j = (i64)blockIdx.x * blockDim.x + threadIdx.x; j < c; j += (i64)gridDim.x * blockDim.x) {
+        const T* xr = x + r * ld;
+        T* dr = dx + r * old;
+        if (vec) {
+            const uint4* xv = reinterpret_cast<const uint4*>(xr);
+            uint4* dv = reinterpret_cast<uint4*>(dr);
+            for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < old / 8; i += (i64)gridDim.x * blockDim.x) {
+                const uint4 u = xv[i];
+                const T* e = reinterpret_cast<const T*>(&u);
+                uint4 o;
+                T* oe = reinterpret_cast<T*>(&o);
+#pragma unroll
+                for (int q = 0; q < 8; q++) {
+                    const i64 j = i * 8 + q;
+                    const float p = m_exp((float)Ty<T>::ld(e[q]) - l);
+                    oe[q] = Ty<T>::st((ign || j >= c) ? 0.0f : (p - (j == ti ? 1.0f : 0.0f)) * sc);
+                }
+                dv[i] = o;
+            }
+            continue;
+        }
+        for (i64 j = (i64)blockIdx.x * blockDim.x + threadIdx.x; j < old; j += (i64)gridDim.x * blockDim.x) {
+            if (j >= c) {
+                dr[j] = Ty<T>::st(0.0f);
+                continue;
+            }
             const float p = m_exp((float)Ty<T>::ld(xr[j]) - l);
             dr[j] = Ty<T>::st(ign ? 0.0f : (p - (j == ti ? 1.0f : 0.0f)) * sc);
         }
