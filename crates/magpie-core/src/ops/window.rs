@@ -70,7 +70,7 @@ pub fn general_cosine(m: i64, a: &[f64], sym: bool, o: &WindowOpts) -> Result<Te
     }
     let c = 2.0 * PI / span(m, sym);
     let k = linspace(0.0, (m - 1) as f64 * c, m);
-    let v = k.iter().map(|&k| a.iter().enumerate().map(|(i, &w)| if i % 2 == 0 { w } else { -w } * (i as f64 * k).cos()).sum()).collect();
+    let v = k.iter().map(|&k| a.iter().enumerate().map(|(i, &w)| (if i % 2 == 0 { w } else { -w }) * (i as f64 * k).cos()).sum::<f64>()).collect();
     finish(v, dt, o)
 }
 
@@ -142,7 +142,7 @@ pub fn exponential(m: i64, center: Option<f64>, tau: f64, sym: bool, o: &WindowO
     if m == 0 {
         return finish(vec![], dt, o);
     }
-    let center = center.unwrap_or(if !sym && m > 1 { m as f64 } else { (m - 1) as f64 } / 2.0);
+    let center = center.unwrap_or((if !sym && m > 1 { m as f64 } else { (m - 1) as f64 }) / 2.0);
     if m == 1 {
         return finish(vec![1.0], dt, o);
     }

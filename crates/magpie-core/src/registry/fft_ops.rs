@@ -145,10 +145,7 @@ fn register_signal(r: &mut Registry) {
         let m = a.int(0, "M")?;
         let sym = a.bool_or(usize::MAX, "sym", true)?;
         let (o, rg) = opts(a)?;
-        // the length checks come first, as in PyTorch
-        let coef = coefficients(a);
-        window::general_cosine(m, &[1.0], sym, &o)?;
-        done(window::general_cosine(m, &coef?, sym, &o)?, rg)
+        done(window::general_cosine(m, &coefficients(a)?, sym, &o)?, rg)
     });
 }
 

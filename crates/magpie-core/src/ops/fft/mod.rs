@@ -185,7 +185,7 @@ fn one(op: &str, x: &Tensor, n: Option<i64>, dim: i64, norm: Option<&str>, kind:
     }
     let d = fft_dim(op, dim, x.ndim())? as i64;
     let s = n.map(|n| vec![n]);
-    transform(op, x, s.as_deref(), Some(&[d]), norm, kind)
+    transform(op, x, s.as_deref(), Some(&[d][..]), norm, kind)
 }
 
 const LAST2: [i64; 2] = [-2, -1];

@@ -99,7 +99,7 @@ where
 }
 
 fn cast<T: FftFloat>(v: f64) -> T {
-    T::from(v).unwrap_or_else(T::nan)
+    <T as num_traits::NumCast>::from(v).unwrap_or_else(T::nan)
 }
 
 /// Real-to-complex transform over `dims` (the last one one-sided: `n` real points give
