@@ -127,7 +127,7 @@ pub fn weight_interior<T: FftFloat>(buf: &mut [Complex<T>], shape: &[usize], d: 
     let inner: usize = shape[d + 1..].iter().product();
     for (i, z) in buf.iter_mut().enumerate() {
         let k = (i / inner) % m;
-        if k >= 1 && k <= count {
+        if (1..=count).contains(&k) {
             *z = *z * w;
         }
     }
