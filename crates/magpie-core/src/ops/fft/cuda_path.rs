@@ -80,7 +80,7 @@ mod imp {
         let src = if moved { move_last(x, *last)? } else { cops::contiguous(x)? };
         let n = x.shape()[*last];
         let m = n / 2 + 1;
-        let rows = if n == 0 { 0 } else { src.numel() / n };
+        let rows = src.numel().checked_div(n).unwrap_or(0);
         let mut oshape = src.shape().to_vec();
         let nd = oshape.len();
         oshape[nd - 1] = m;
@@ -116,7 +116,7 @@ mod imp {
         let moved = *last + 1 != x.ndim();
         // cuFFT's C2R overwrites its input: `t` is always this function's own copy
         let src = if moved { move_last(&t, *last)? } else { t };
-        let rows = if m == 0 { 0 } else { src.numel() / m };
+        let rows = src.numel().checked_div(m).unwrap_or(0);
         let mut oshape = src.shape().to_vec();
         let nd = oshape.len();
         oshape[nd - 1] = n;

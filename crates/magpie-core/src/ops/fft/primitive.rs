@@ -82,7 +82,7 @@ pub fn c2c(x: &Tensor, dims: &[usize], norm: Norm, forward: bool) -> Result<Tens
         d => return Err(Error::dtype(op, format!("expected a complex tensor, got {d}"))),
     };
     let dims = dims.to_vec();
-    autograd::record("fft_c2c", &[x], &[out.clone()], move |_, g| Ok(vec![Some(c2c(&g[0], &dims, norm, !forward)?)]));
+    autograd::record("fft_c2c", &[x], std::slice::from_ref(&out), move |_, g| Ok(vec![Some(c2c(&g[0], &dims, norm, !forward)?)]));
     Ok(out)
 }
 
@@ -117,7 +117,7 @@ pub fn r2c(x: &Tensor, dims: &[usize], norm: Norm, forward: bool, double: bool) 
         d => return Err(Error::dtype(op, format!("expected a float32 or float64 tensor, got {d}"))),
     };
     let dims = dims.to_vec();
-    autograd::record("fft_r2c", &[x], &[out.clone()], move |_, g| Ok(vec![Some(c2r(&g[0], &dims, norm, n, !forward, !double)?)]));
+    autograd::record("fft_r2c", &[x], std::slice::from_ref(&out), move |_, g| Ok(vec![Some(c2r(&g[0], &dims, norm, n, !forward, !double)?)]));
     Ok(out)
 }
 
@@ -157,7 +157,7 @@ pub fn c2r(x: &Tensor, dims: &[usize], norm: Norm, n: usize, forward: bool, halv
         d => return Err(Error::dtype(op, format!("expected a complex tensor, got {d}"))),
     };
     let dims = dims.to_vec();
-    autograd::record("fft_c2r", &[x], &[out.clone()], move |_, g| Ok(vec![Some(r2c(&g[0], &dims, norm, !forward, !halve)?)]));
+    autograd::record("fft_c2r", &[x], std::slice::from_ref(&out), move |_, g| Ok(vec![Some(r2c(&g[0], &dims, norm, !forward, !halve)?)]));
     Ok(out)
 }
 
@@ -213,6 +213,6 @@ pub fn resize(x: &Tensor, dims: &[usize], sizes: &[usize]) -> Result<Tensor> {
         out
     };
     let dims = dims.to_vec();
-    autograd::record("fft_resize", &[x], &[out.clone()], move |_, g| Ok(vec![Some(resize(&g[0], &dims, &old)?)]));
+    autograd::record("fft_resize", &[x], std::slice::from_ref(&out), move |_, g| Ok(vec![Some(resize(&g[0], &dims, &old)?)]));
     Ok(out)
 }
