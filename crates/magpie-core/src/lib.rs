@@ -44,6 +44,11 @@ pub use tensor::{GradHook, PostAccumulateGradHook, Tensor};
 #[doc = include_str!("../../../docs/autograd.md")]
 pub struct AutogradDocs;
 
+/// The example of `docs/fft.md` runs as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/fft.md")]
+pub struct FftDocs;
+
 #[doc(hidden)]
 pub use half;
 #[doc(hidden)]

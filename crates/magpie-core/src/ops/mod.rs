@@ -7,6 +7,7 @@ pub mod binary;
 pub mod conv;
 pub mod convert;
 pub mod creation;
+pub mod fft;
 pub mod index;
 pub mod indexing;
 pub mod linalg;
@@ -27,6 +28,7 @@ pub mod special;
 pub mod ternary;
 pub mod unary;
 pub mod view;
+pub mod window;
 
 use crate::tensor::Tensor;
 use crate::Result;

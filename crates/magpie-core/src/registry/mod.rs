@@ -16,6 +16,7 @@ mod binary_ops;
 mod core_ops;
 mod creation_ops;
 mod device_fallback;
+mod fft_ops;
 mod linalg_ops;
 mod nn_ops;
 mod reduce_ops;
@@ -64,6 +65,7 @@ fn table() -> &'static Registry {
         linalg_ops::register(&mut r);
         nn_ops::register(&mut r);
         creation_ops::register(&mut r);
+        fft_ops::register(&mut r);
         r
     })
 }

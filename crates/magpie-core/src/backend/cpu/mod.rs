@@ -6,6 +6,7 @@ pub mod attention;
 mod elementwise;
 pub mod simd;
 pub mod vmath;
+pub mod fft;
 pub mod gemm;
 pub mod norm;
 pub mod quant;

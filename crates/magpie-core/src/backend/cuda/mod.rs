@@ -19,6 +19,8 @@ pub mod device;
 #[cfg(feature = "cuda")]
 pub mod elementwise;
 #[cfg(feature = "cuda")]
+pub mod fft;
+#[cfg(feature = "cuda")]
 pub mod exprs;
 #[cfg(feature = "cuda")]
 pub mod launch;
