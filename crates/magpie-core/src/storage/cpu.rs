@@ -1,8 +1,9 @@
-//! `CpuStorage`: one typed vector per dtype.
+//! `CpuStorage`: one typed vector per dtype, or elements borrowed from mapped bytes.
 
 use crate::dtype::DType;
 use crate::element::Element;
 use crate::float8::{F8E4M3, F8E5M2};
+use super::MappedStorage;
 use half::{bf16, f16};
 use num_complex::{Complex32, Complex64};
 
@@ -23,6 +24,9 @@ pub enum CpuStorage {
     C128(Vec<Complex64>),
     F8E4M3(Vec<F8E4M3>),
     F8E5M2(Vec<F8E5M2>),
+    /// Elements of any dtype but bool borrowed from read-only bytes (a memory-mapped file);
+    /// copied into the matching vector on the first mutable access.
+    Mapped(MappedStorage),
 }
 
 impl CpuStorage {
@@ -43,6 +47,7 @@ impl CpuStorage {
             CpuStorage::C128(_) => DType::C128,
             CpuStorage::F8E4M3(_) => DType::F8E4M3,
             CpuStorage::F8E5M2(_) => DType::F8E5M2,
+            CpuStorage::Mapped(m) => m.dtype(),
         }
     }
     /// Number of elements.
@@ -61,8 +66,22 @@ impl CpuStorage {
     pub fn as_slice<T: Element>(&self) -> Option<&[T]> {
         T::slice(self)
     }
-    /// Mutably borrows the elements as `T`.
+    /// Mutably borrows the elements as `T` (a mapped storage is copied first).
     pub fn as_mut_slice<T: Element>(&mut self) -> Option<&mut [T]> {
         T::slice_mut(self)
+    }
+    /// True when the elements are borrowed from mapped bytes (not yet written to).
+    pub fn is_mapped(&self) -> bool {
+        matches!(self, CpuStorage::Mapped(_))
+    }
+    /// Copy-on-write: a storage borrowing mapped bytes takes its own copy of them, so the
+    /// write that follows reaches neither the file nor other storages over the same bytes.
+    /// Every mutable access ([`Element::slice_mut`]) calls this first.
+    #[inline]
+    pub fn make_owned(&mut self) {
+        if let CpuStorage::Mapped(m) = self {
+            let owned = crate::with_dtype!(m.dtype(), T, { T::into_storage(m.typed::<T>().map_or_else(Vec::new, <[T]>::to_vec)) });
+            *self = owned;
+        }
     }
 }
