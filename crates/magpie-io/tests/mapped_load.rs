@@ -54,10 +54,10 @@ fn safetensors_tensors_borrow_the_file() {
     let bf: Vec<u8> = [1.5f32, -2.0, 3.25].iter().flat_map(|&x| magpie_core::half::bf16::from_f32(x).to_le_bytes()).collect();
     let file = hand_file(&[
         ("a", "F32", vec![2, 3], f32s(&[1., 2., 3., 4., 5., 6.])),
-        ("b", "BF16", vec![3], bf),
         ("c", "I64", vec![2], [7i64, -9].iter().flat_map(|x| x.to_le_bytes()).collect()),
+        ("b", "BF16", vec![3], bf),
         ("flags", "BOOL", vec![3], vec![1, 0, 1]),
-        ("odd", "F32", vec![2], f32s(&[0.5, -0.5])), // at an offset of 3 mod 4: copied
+        ("odd", "F32", vec![2], f32s(&[0.5, -0.5])), // at data offset 49: misaligned, copied
     ]);
     std::fs::write(&path, &file).unwrap();
     let copied = safetensors::deserialize(&file).unwrap();
