@@ -111,7 +111,7 @@ fn check_cast<S: Element, T: Element>(src: &[S]) {
     assert_eq!(t.to_vec::<T>().unwrap(), want);
     // an offset, contiguous view: the parallel path must start at the view's offset
     if src.len() > 3 {
-        let v = t.narrow(0, 3, src.len() - 3).unwrap();
+        let v = t.narrow(0, 3, (src.len() - 3) as i64).unwrap();
         assert_eq!(v.to_vec::<T>().unwrap(), want[3..].to_vec());
     }
 }
