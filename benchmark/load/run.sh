@@ -44,7 +44,11 @@ log=$(mktemp)
 for c in "${cases[@]}"; do
   for r in $(seq "$reps"); do
     t0=$(date +%s%N)
-    out=$($c | tail -n 1)
+    # a loader that cannot run here (e.g. the gguf package missing) is reported and skipped
+    if ! out=$($c | tail -n 1) || [ "${out:0:1}" != "{" ]; then
+      echo "skipped: $c" | tee -a "$log.skipped" >&2
+      break
+    fi
     wall=$(( ($(date +%s%N) - t0) / 1000000 ))
     echo "$out" | python3 -c "import json,sys; d=json.loads(sys.stdin.read()); d['process_s']=float(sys.argv[1])/1e3; print(json.dumps(d))" "$wall" | tee -a "$log" >&2
   done
@@ -72,5 +76,7 @@ for k, v in rows.items():
     f = [x["forward_ms"] for x in v if x["forward_ms"] is not None]
     fm = f"{med(f):.0f}" if f else "-"
     print(f"| {k} | {med([x['open_ms'] for x in v]):.0f} | {fm} | {med([x['total_ms'] for x in v]):.0f} | {med([x['process_s'] for x in v]):.2f} | {med([x['peak_rss_mb'] for x in v]):.0f} |")
+if os.path.exists(sys.argv[1] + ".skipped"):
+    print("\nNot run on this machine (the command failed): " + "; ".join(f"`{l.strip().split('load_python.py ')[-1]}`" for l in open(sys.argv[1] + ".skipped")))
 PY
 cat benchmark/load/results.md

@@ -161,7 +161,8 @@ fn peak_rss_mb() -> f64 {
 fn time(kind: &str, path: &Path) -> Result<()> {
     let _g = no_grad();
     let t0 = Instant::now();
-    let (open, forward) = match kind {
+    // what was loaded is dropped after the clock stops, as the Python side's `del` is
+    let (open, forward, _loaded): (f64, Option<f64>, Box<dyn std::any::Any>) = match kind {
         "st" | "gguf" => {
             let m = AutoModel::load(path, &LoadOptions { dtype: DType::F32, device: Device::Cpu })?;
             let open = t0.elapsed().as_secs_f64();
@@ -170,17 +171,17 @@ fn time(kind: &str, path: &Path) -> Result<()> {
             if logits.to_dtype(DType::F32)?.to_vec::<f32>()?.iter().any(|v| !v.is_finite()) {
                 return Err(err("non-finite logits"));
             }
-            (open, Some(t0.elapsed().as_secs_f64() - open))
+            (open, Some(t0.elapsed().as_secs_f64() - open), Box::new(m))
         }
         "st-tensors" => {
             let l = magpie_io::safetensors::load(path)?;
             std::hint::black_box(&l);
-            (t0.elapsed().as_secs_f64(), None)
+            (t0.elapsed().as_secs_f64(), None, Box::new(l))
         }
         "pt" => {
             let t = magpie_io::pt::load_tensors(path)?;
             std::hint::black_box(&t);
-            (t0.elapsed().as_secs_f64(), None)
+            (t0.elapsed().as_secs_f64(), None, Box::new(t))
         }
         _ => return Err(err(format!("unknown kind '{kind}' (st, gguf, st-tensors, pt)"))),
     };

@@ -29,7 +29,7 @@ pub trait Element: Copy + Send + Sync + 'static + Default + PartialEq + std::fmt
     fn from_bool(v: bool) -> Self;
     /// Borrows the elements if `s` holds this type.
     fn slice(s: &CpuStorage) -> Option<&[Self]>;
-    /// Mutably borrows the elements if `s` holds this type.
+    /// Mutably borrows the elements if `s` holds this type (copying a mapped storage first).
     fn slice_mut(s: &mut CpuStorage) -> Option<&mut [Self]>;
     /// Wraps a vector as storage.
     fn into_storage(v: Vec<Self>) -> CpuStorage;
@@ -67,8 +67,8 @@ macro_rules! int_element {
             #[inline] fn from_c128(v: Complex64) -> Self { f2i(v.re) as $t }
             #[inline] fn from_i64(v: i64) -> Self { v as $t }
             #[inline] fn from_bool(v: bool) -> Self { v as $t }
-            fn slice(s: &CpuStorage) -> Option<&[Self]> { match s { CpuStorage::$d(v) => Some(v), CpuStorage::Pinned(p) => p.as_slice(), _ => None } }
-            fn slice_mut(s: &mut CpuStorage) -> Option<&mut [Self]> { match s { CpuStorage::$d(v) => Some(v), CpuStorage::Pinned(p) => p.as_mut_slice(), _ => None } }
+            fn slice(s: &CpuStorage) -> Option<&[Self]> { match s { CpuStorage::$d(v) => Some(v), CpuStorage::Mapped(m) => m.typed(), CpuStorage::Pinned(p) => p.as_slice(), _ => None } }
+            fn slice_mut(s: &mut CpuStorage) -> Option<&mut [Self]> { s.make_owned(); match s { CpuStorage::$d(v) => Some(v), CpuStorage::Pinned(p) => p.as_mut_slice(), _ => None } }
             fn into_storage(v: Vec<Self>) -> CpuStorage { CpuStorage::$d(v) }
         }
     };
@@ -89,8 +89,8 @@ impl Element for bool {
     #[inline] fn from_c128(v: Complex64) -> Self { v.re != 0.0 || v.im != 0.0 }
     #[inline] fn from_i64(v: i64) -> Self { v != 0 }
     #[inline] fn from_bool(v: bool) -> Self { v }
-    fn slice(s: &CpuStorage) -> Option<&[Self]> { match s { CpuStorage::Bool(v) => Some(v), CpuStorage::Pinned(p) => p.as_slice(), _ => None } }
-    fn slice_mut(s: &mut CpuStorage) -> Option<&mut [Self]> { match s { CpuStorage::Bool(v) => Some(v), CpuStorage::Pinned(p) => p.as_mut_slice(), _ => None } }
+    fn slice(s: &CpuStorage) -> Option<&[Self]> { match s { CpuStorage::Bool(v) => Some(v), CpuStorage::Mapped(m) => m.typed(), CpuStorage::Pinned(p) => p.as_slice(), _ => None } }
+    fn slice_mut(s: &mut CpuStorage) -> Option<&mut [Self]> { s.make_owned(); match s { CpuStorage::Bool(v) => Some(v), CpuStorage::Pinned(p) => p.as_mut_slice(), _ => None } }
     fn into_storage(v: Vec<Self>) -> CpuStorage { CpuStorage::Bool(v) }
 }
 
@@ -106,8 +106,8 @@ macro_rules! float_element {
             #[inline] fn from_c128(v: Complex64) -> Self { ($from)(v.re) }
             #[inline] fn from_i64(v: i64) -> Self { ($from)(v as f64) }
             #[inline] fn from_bool(v: bool) -> Self { ($from)(v as u8 as f64) }
-            fn slice(s: &CpuStorage) -> Option<&[Self]> { match s { CpuStorage::$d(v) => Some(v), CpuStorage::Pinned(p) => p.as_slice(), _ => None } }
-            fn slice_mut(s: &mut CpuStorage) -> Option<&mut [Self]> { match s { CpuStorage::$d(v) => Some(v), CpuStorage::Pinned(p) => p.as_mut_slice(), _ => None } }
+            fn slice(s: &CpuStorage) -> Option<&[Self]> { match s { CpuStorage::$d(v) => Some(v), CpuStorage::Mapped(m) => m.typed(), CpuStorage::Pinned(p) => p.as_slice(), _ => None } }
+            fn slice_mut(s: &mut CpuStorage) -> Option<&mut [Self]> { s.make_owned(); match s { CpuStorage::$d(v) => Some(v), CpuStorage::Pinned(p) => p.as_mut_slice(), _ => None } }
             fn into_storage(v: Vec<Self>) -> CpuStorage { CpuStorage::$d(v) }
         }
     };
@@ -131,8 +131,8 @@ macro_rules! complex_element {
             #[inline] fn from_c128(v: Complex64) -> Self { <$t>::new(v.re as $r, v.im as $r) }
             #[inline] fn from_i64(v: i64) -> Self { <$t>::new(v as $r, 0.0) }
             #[inline] fn from_bool(v: bool) -> Self { <$t>::new(v as u8 as $r, 0.0) }
-            fn slice(s: &CpuStorage) -> Option<&[Self]> { match s { CpuStorage::$d(v) => Some(v), CpuStorage::Pinned(p) => p.as_slice(), _ => None } }
-            fn slice_mut(s: &mut CpuStorage) -> Option<&mut [Self]> { match s { CpuStorage::$d(v) => Some(v), CpuStorage::Pinned(p) => p.as_mut_slice(), _ => None } }
+            fn slice(s: &CpuStorage) -> Option<&[Self]> { match s { CpuStorage::$d(v) => Some(v), CpuStorage::Mapped(m) => m.typed(), CpuStorage::Pinned(p) => p.as_slice(), _ => None } }
+            fn slice_mut(s: &mut CpuStorage) -> Option<&mut [Self]> { s.make_owned(); match s { CpuStorage::$d(v) => Some(v), CpuStorage::Pinned(p) => p.as_mut_slice(), _ => None } }
             fn into_storage(v: Vec<Self>) -> CpuStorage { CpuStorage::$d(v) }
         }
     };

@@ -5,5 +5,6 @@
 pub mod atomic;
 pub mod checkpoint;
 pub mod gguf;
+mod mapped;
 pub mod pt;
 pub mod safetensors;

@@ -330,3 +330,39 @@ fn sharded_checkpoint_loads() {
     std::fs::write(tmp.path().join("model.safetensors.index.json"), bad.to_string()).unwrap();
     assert!(AutoModel::from_pretrained(tmp.path(), &LoadOptions::default()).err().unwrap().to_string().contains("plain file name"));
 }
+
+fn is_mapped(t: &Tensor) -> bool {
+    matches!(&*t.storage().read(), magpie_core::storage::Storage::Cpu(c) if c.is_mapped())
+}
+
+#[test]
+fn weights_in_the_checkpoint_dtype_borrow_the_file() {
+    // the fixtures are float32: loaded in float32 on the CPU, every parameter views the mapped file
+    let dir = fixture("tiny-llama");
+    let file = std::fs::read(dir.join("model.safetensors")).unwrap();
+    let m = AutoModel::from_pretrained(&dir, &LoadOptions::default()).unwrap();
+    let params = m.module().named_parameters();
+    assert!(params.len() > 5);
+    for (n, p) in &params {
+        assert!(is_mapped(p), "{n} borrows the file");
+        assert!(p.requires_grad(), "{n} is a trainable leaf");
+    }
+    // in bfloat16 they are converted copies of the same values
+    let h = AutoModel::from_pretrained(&dir, &LoadOptions { dtype: DType::BF16, device: Device::Cpu }).unwrap();
+    for ((n, p), (_, q)) in params.iter().zip(h.module().named_parameters()) {
+        assert!(!is_mapped(&q), "{n} converted");
+        assert_eq!(q.to_vec::<magpie_core::half::bf16>().unwrap(), p.to_dtype(DType::BF16).unwrap().to_vec::<magpie_core::half::bf16>().unwrap(), "{n}");
+    }
+    // an in-place update (as an optimizer step makes) copies the storage; the file stays as it was
+    let (name, w) = &params[0];
+    let before = w.to_vec::<f32>().unwrap();
+    {
+        let _g = magpie_core::autograd::no_grad();
+        w.add_scalar_(1.0).unwrap();
+    }
+    assert!(!is_mapped(w));
+    assert_eq!(w.to_vec::<f32>().unwrap(), before.iter().map(|x| x + 1.0).collect::<Vec<_>>(), "{name}");
+    assert_eq!(std::fs::read(dir.join("model.safetensors")).unwrap(), file);
+    let again = AutoModel::from_pretrained(&dir, &LoadOptions::default()).unwrap();
+    assert_eq!(again.module().named_parameters()[0].1.to_vec::<f32>().unwrap(), before);
+}

@@ -1,13 +1,15 @@
-//! `CpuStorage`: one typed vector per dtype.
+//! `CpuStorage`: one typed vector per dtype, elements borrowed from mapped bytes, or page-locked memory.
 
 use crate::backend::cuda::PinnedBuf;
 use crate::dtype::DType;
 use crate::element::Element;
 use crate::float8::{F8E4M3, F8E5M2};
+use super::MappedStorage;
 use half::{bf16, f16};
 use num_complex::{Complex32, Complex64};
 
-/// Host memory of one dtype: a vector, or page-locked memory (`Tensor::pin_memory`) that copies
+/// Host memory of one dtype: a vector, elements borrowed from a mapped file, or page-locked memory
+/// (`Tensor::pin_memory`) that copies
 /// to and from CUDA devices can run asynchronously on. Kernels reach both through
 /// [`Element::slice`], so they work on pinned tensors unchanged.
 #[derive(Debug)]
@@ -26,13 +28,20 @@ pub enum CpuStorage {
     C128(Vec<Complex64>),
     F8E4M3(Vec<F8E4M3>),
     F8E5M2(Vec<F8E5M2>),
+    /// Elements of any dtype but bool borrowed from read-only bytes (a memory-mapped file);
+    /// copied into the matching vector on the first mutable access.
+    Mapped(MappedStorage),
     /// Page-locked host memory of any dtype.
     Pinned(PinnedBuf),
 }
 
-/// A clone is ordinary (pageable) memory, as PyTorch's `clone()` of a pinned tensor.
+/// A clone of pinned memory is ordinary (pageable) memory, as PyTorch's `clone()` of a pinned
+/// tensor; a clone of mapped bytes borrows the same bytes (copy-on-write keeps them apart).
 impl Clone for CpuStorage {
     fn clone(&self) -> Self {
+        if let CpuStorage::Mapped(m) = self {
+            return CpuStorage::Mapped(m.clone());
+        }
         crate::with_dtype!(self.dtype(), T, {
             // a pinned buffer whose copy failed on the device reads as zeros (the device reports
             // the error on its next use)
@@ -59,6 +68,7 @@ impl CpuStorage {
             CpuStorage::C128(_) => DType::C128,
             CpuStorage::F8E4M3(_) => DType::F8E4M3,
             CpuStorage::F8E5M2(_) => DType::F8E5M2,
+            CpuStorage::Mapped(m) => m.dtype(),
             CpuStorage::Pinned(p) => p.dtype(),
         }
     }
@@ -85,8 +95,22 @@ impl CpuStorage {
     pub fn is_pinned(&self) -> bool {
         matches!(self, CpuStorage::Pinned(_))
     }
-    /// Mutably borrows the elements as `T`.
+    /// Mutably borrows the elements as `T` (a mapped storage is copied first).
     pub fn as_mut_slice<T: Element>(&mut self) -> Option<&mut [T]> {
         T::slice_mut(self)
+    }
+    /// True when the elements are borrowed from mapped bytes (not yet written to).
+    pub fn is_mapped(&self) -> bool {
+        matches!(self, CpuStorage::Mapped(_))
+    }
+    /// Copy-on-write: a storage borrowing mapped bytes takes its own copy of them, so the
+    /// write that follows reaches neither the file nor other storages over the same bytes.
+    /// Every mutable access ([`Element::slice_mut`]) calls this first.
+    #[inline]
+    pub fn make_owned(&mut self) {
+        if let CpuStorage::Mapped(m) = self {
+            let owned = crate::with_dtype!(m.dtype(), T, { T::into_storage(m.typed::<T>().map_or_else(Vec::new, <[T]>::to_vec)) });
+            *self = owned;
+        }
     }
 }

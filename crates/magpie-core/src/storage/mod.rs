@@ -2,8 +2,10 @@
 
 mod cpu;
 mod heap;
+mod mapped;
 
 pub use cpu::CpuStorage;
+pub use mapped::{MappedStorage, StableBytes};
 
 use crate::backend::cuda::CudaStorage;
 use crate::device::Device;

@@ -22,24 +22,37 @@ mod write;
 mod zip;
 
 use std::path::Path;
+use std::sync::Arc;
 
+use magpie_core::storage::StableBytes;
 use magpie_core::{Error, Result, Tensor};
 
 pub use build::MAX_DEPTH;
 pub use value::{PtTensor, PtValue};
 pub use write::{save, serialize};
 
-/// Loads a checkpoint file's object tree.
+/// Loads a checkpoint file's object tree. The file is memory-mapped and the tensors of a zip
+/// checkpoint borrow its storage records in place, as `torch.load(path, weights_only=True,
+/// mmap=True)` does: nothing is copied or read until used, and the first write to a tensor
+/// copies its storage (the file never changes). Legacy-format storages, compressed or
+/// misaligned records are copied. Every check of [`load_bytes`] applies.
 pub fn load(path: impl AsRef<Path>) -> Result<PtValue> {
     let path = path.as_ref();
-    let data = std::fs::read(path).map_err(|e| Error::io("pt", format!("cannot read {}: {e}", path.display())))?;
-    load_bytes(&data)
+    let map = crate::mapped::map_file(path, "pt")?;
+    let data = map.as_ref().map_or(&[][..], |m| m.bytes());
+    let owner: crate::mapped::Owner = map.clone().map(|m| m as Arc<dyn StableBytes>);
+    parse(data, &owner)
 }
 
-/// Loads a checkpoint's object tree from its bytes (zip or legacy format).
+/// Loads a checkpoint's object tree from its bytes (zip or legacy format); the tensors own
+/// copies of their data.
 pub fn load_bytes(data: &[u8]) -> Result<PtValue> {
+    parse(data, &None)
+}
+
+fn parse(data: &[u8], owner: &crate::mapped::Owner) -> Result<PtValue> {
     if zip::is_zip(data) {
-        zip::load(data)
+        zip::load(data, owner)
     } else if legacy::is_legacy(data) {
         legacy::load(data)
     } else {

@@ -8,6 +8,7 @@ use std::io::{Cursor, Read};
 use magpie_core::{Error, Result, Tensor};
 
 use super::{build, pickle, storage, PtValue};
+use crate::mapped::{self, Owner};
 
 fn err(msg: impl Into<String>) -> Error {
     Error::io("pt", msg.into())
@@ -50,8 +51,28 @@ fn read_member(ar: &mut Archive<'_>, name: &str) -> Result<Vec<u8>> {
     Ok(out)
 }
 
-/// Loads a zip-format checkpoint from its bytes.
-pub(crate) fn load(data: &[u8]) -> Result<PtValue> {
+/// Where member `name`'s bytes lie in the archive (`data_len` bytes): its data offset and size,
+/// for a stored (uncompressed) member whose whole record lies inside the archive. Like
+/// `torch.load`, the record's CRC is not checked (reading it would touch every byte).
+fn record_span(ar: &mut Archive<'_>, name: &str, data_len: usize) -> Result<(usize, u64)> {
+    let f = ar.by_name(name).map_err(|e| err(format!("zip member {name}: {e}")))?;
+    let (size, compressed) = (f.size(), f.compressed_size());
+    if f.compression() != ::zip::CompressionMethod::Stored {
+        return Err(err(format!("zip member {name} is compressed ({}); checkpoints written by torch.save store members uncompressed", f.compression())));
+    }
+    if size != compressed {
+        return Err(err(format!("zip member {name} claims {size} bytes but stores {compressed}")));
+    }
+    let start = f.data_start();
+    match start.checked_add(size) {
+        Some(end) if end <= data_len as u64 => Ok((start as usize, size)),
+        _ => Err(err(format!("zip member {name} holds {} bytes, its header says {size}", (data_len as u64).saturating_sub(start)))),
+    }
+}
+
+/// Loads a zip-format checkpoint from its bytes; storages borrow `owner` (the same bytes, mapped)
+/// where they can, as `torch.load(mmap=True)` does, and are copied otherwise.
+pub(crate) fn load(data: &[u8], owner: &Owner) -> Result<PtValue> {
     let mut ar = Archive::new(Cursor::new(data)).map_err(|e| err(format!("not a readable zip archive: {e}")))?;
     let names: HashSet<String> = ar.file_names().map(str::to_string).collect();
     if let Some(bad) = names.iter().find(|n| unsafe_name(n)) {
@@ -84,15 +105,17 @@ pub(crate) fn load(data: &[u8]) -> Result<PtValue> {
             return Err(err(format!("storage '{}' has no record {name} in the archive", s.key)));
         }
         let need = s.numel.checked_mul(s.dtype.size()).ok_or_else(|| err(format!("storage '{}' size overflows", s.key)))?;
-        let declared = ar.by_name(&name).map_err(|e| err(format!("zip member {name}: {e}")))?.size();
+        let (start, declared) = record_span(&mut ar, &name, data.len())?;
         if (need as u64) > declared {
             return Err(err(format!(
                 "storage '{}' declares {} elements ({need} bytes) but {name} holds {declared} bytes",
                 s.key, s.numel
             )));
         }
-        let bytes = read_member(&mut ar, &name)?;
-        roots.push(storage::storage_tensor(&s.key, s.dtype, s.numel, &bytes)?);
+        // in bounds: record_span checked start + declared against the data, and need <= declared
+        let bytes = &data[start..start + need];
+        let copy = |b: &[u8]| storage::storage_tensor(&s.key, s.dtype, s.numel, b);
+        roots.push(mapped::tensor_at(owner, start, bytes, s.dtype, &[s.numel], copy)?);
     }
     build::build(&u, &roots, data.len())
 }

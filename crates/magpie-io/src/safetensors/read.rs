@@ -3,12 +3,15 @@
 //! that the entries tile the data area exactly (no gap, overlap or trailing bytes).
 
 use super::dtype;
+use crate::mapped::{self, FileMap, Owner};
+use magpie_core::storage::StableBytes;
 use magpie_core::{DType, Error, Result, Tensor};
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::Value as Json;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
+use std::sync::Arc;
 
 /// A loaded file: tensors in file order and the optional `__metadata__` strings.
 #[derive(Debug)]
@@ -173,23 +176,27 @@ fn parse_header(bytes: &[u8]) -> Result<Header> {
     Ok(Header { entries: list, metadata, data_start: 8 + hlen })
 }
 
-fn decode_entry(e: &Entry, data: &[u8]) -> Result<Tensor> {
-    dtype::decode(e.dtype, &data[e.begin..e.end], &e.shape).map_err(|x| err(format!("entry '{}': {}", e.name, x)))
+/// Entry `e` of the file whose bytes are `bytes` (header validated against them): borrowed from
+/// `owner` (the same bytes, mapped) where the dtype allows, else decoded into a copy.
+fn decode_entry(e: &Entry, bytes: &[u8], data_start: usize, owner: &Owner) -> Result<Tensor> {
+    let (b, end) = (data_start + e.begin, data_start + e.end);
+    let decode = |x: &[u8]| dtype::decode(e.dtype, x, &e.shape).map_err(|x| err(format!("entry '{}': {}", e.name, x)));
+    mapped::tensor_at(owner, b, &bytes[b..end], e.dtype, &e.shape, decode)
 }
 
-/// Parses a whole safetensors buffer.
+/// Parses a whole safetensors buffer (the tensors own copies of their data).
 pub fn deserialize(bytes: &[u8]) -> Result<Loaded> {
     let h = parse_header(bytes)?;
-    let data = &bytes[h.data_start..];
-    let tensors = h.entries.iter().map(|e| Ok((e.name.clone(), decode_entry(e, data)?))).collect::<Result<Vec<_>>>()?;
+    let tensors = h.entries.iter().map(|e| Ok((e.name.clone(), decode_entry(e, bytes, h.data_start, &None)?))).collect::<Result<Vec<_>>>()?;
     Ok(Loaded { tensors, metadata: h.metadata })
 }
 
-/// A safetensors file mapped into memory with its header validated; tensors are decoded one at a
-/// time on request, so loading a model holds the file's pages and one decoded tensor at a time,
-/// not a second copy of the whole file.
+/// A safetensors file mapped into memory with its header validated. Tensors come on request,
+/// borrowing the mapped bytes (no copy, nothing read until used; the first write to one copies
+/// its storage, so the file never changes), as safetensors' `safe_open(...).get_tensor` gives
+/// storages over the map. `bool` tensors and misaligned entries are copied (bools checked).
 pub struct MappedFile {
-    map: memmap2::Mmap,
+    map: Option<Arc<FileMap>>,
     header: Header,
     index: std::collections::HashMap<String, usize>,
     path: std::path::PathBuf,
@@ -199,11 +206,8 @@ impl MappedFile {
     /// Maps `path` and validates its header (every entry's dtype, shape and byte range).
     pub fn open(path: impl AsRef<Path>) -> Result<MappedFile> {
         let path = path.as_ref();
-        let f = std::fs::File::open(path).map_err(|e| Error::io("load", format!("cannot open {}: {e}", path.display())))?;
-        // SAFETY: the map is read-only; a concurrent writer could change bytes under us, which the
-        // decoder treats as any other (validated-length) input.
-        let map = unsafe { memmap2::Mmap::map(&f) }.map_err(|e| Error::io("load", format!("cannot map {}: {e}", path.display())))?;
-        let header = parse_header(&map).map_err(|e| Error::io("load", format!("{}: {e}", path.display())))?;
+        let map = mapped::map_file(path, "load")?;
+        let header = parse_header(map.as_ref().map_or(&[][..], |m| m.bytes())).map_err(|e| Error::io("load", format!("{}: {e}", path.display())))?;
         let index = header.entries.iter().enumerate().map(|(i, e)| (e.name.clone(), i)).collect();
         Ok(MappedFile { map, header, index, path: path.to_path_buf() })
     }
@@ -228,23 +232,26 @@ impl MappedFile {
         self.index.get(name).map(|&i| (self.header.entries[i].dtype, self.header.entries[i].shape.as_slice()))
     }
 
-    /// Decodes the tensor `name` (a CPU tensor owning its data).
+    /// The tensor `name`: a CPU tensor over the mapped bytes (copied for `bool` or a misaligned entry).
     pub fn tensor(&self, name: &str) -> Result<Tensor> {
         let i = *self.index.get(name).ok_or_else(|| err(format!("{}: no tensor named '{name}'", self.path.display())))?;
-        decode_entry(&self.header.entries[i], &self.map[self.header.data_start..])
+        self.entry(i)
+    }
+
+    fn entry(&self, i: usize) -> Result<Tensor> {
+        let owner: Owner = self.map.clone().map(|m| m as Arc<dyn StableBytes>);
+        let bytes = self.map.as_ref().map_or(&[][..], |m| m.bytes());
+        decode_entry(&self.header.entries[i], bytes, self.header.data_start, &owner)
     }
 }
 
-/// Loads a safetensors file (memory-mapped while parsing; the tensors own copies of their data).
+/// Loads a safetensors file: the header validated, the tensors over the memory-mapped file (no
+/// copy; see [`MappedFile`]), as Python's `safetensors.torch.load_file`.
 pub fn load(path: impl AsRef<Path>) -> Result<Loaded> {
     let path = path.as_ref();
-    let f = std::fs::File::open(path).map_err(|e| Error::io("load", format!("cannot open {}: {e}", path.display())))?;
-    let len = f.metadata().map_err(|e| Error::io("load", format!("cannot stat {}: {e}", path.display())))?.len();
-    if len == 0 {
-        return deserialize(&[]).map_err(|e| Error::io("load", format!("{}: {e}", path.display())));
-    }
-    // SAFETY: the map is read-only and dropped before returning; a concurrent writer could change
-    // bytes under us, which the parser treats as any other (validated) input.
-    let map = unsafe { memmap2::Mmap::map(&f) }.map_err(|e| Error::io("load", format!("cannot map {}: {e}", path.display())))?;
-    deserialize(&map).map_err(|e| Error::io("load", format!("{}: {e}", path.display())))
+    let f = MappedFile::open(path)?;
+    let tensors = (0..f.header.entries.len())
+        .map(|i| Ok((f.header.entries[i].name.clone(), f.entry(i).map_err(|e| Error::io("load", format!("{}: {e}", path.display())))?)))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Loaded { tensors, metadata: f.header.metadata })
 }

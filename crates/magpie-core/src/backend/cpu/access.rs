@@ -53,7 +53,29 @@ pub fn read<T: Element, R>(t: &Tensor, f: impl FnOnce(&[T]) -> R) -> Result<R> {
 
 /// The elements of `t` as a row-major `Vec<T>` (cast with PyTorch's rules).
 pub fn to_vec<T: Element>(t: &Tensor) -> Result<Vec<T>> {
+    if t.is_contiguous() && t.numel() >= PAR_COPY_MIN {
+        let guard = t.storage().read();
+        let s = cpu("read", &guard)?;
+        let (lo, n) = (t.layout().offset, t.numel());
+        return crate::with_dtype!(s.dtype(), S, {
+            let src = S::slice(s).ok_or_else(|| Error::dtype("read", "storage dtype mismatch"))?;
+            let src = src.get(lo..lo + n).ok_or_else(|| Error::shape("read", "view past the end of its storage"))?;
+            Ok(par_cast::<S, T>(src))
+        });
+    }
     read(t, |s: &[T]| s.to_vec())
+}
+
+/// Elements from which a contiguous copy or cast runs on the thread pool: a large tensor's copy
+/// is bound by page faults on the fresh output and by memory bandwidth, which one core does not
+/// saturate (a model's bf16 -> f32 load, benchmark/NOTES.md "Open to first forward").
+const PAR_COPY_MIN: usize = 1 << 18;
+
+/// `src` cast to `T` (a copy when `S` is `T`), written in parallel chunks straight into the
+/// output's memory (rayon's indexed collect), so its pages are first touched in parallel too.
+fn par_cast<S: Element, T: Element>(src: &[S]) -> Vec<T> {
+    use rayon::prelude::*;
+    src.par_iter().with_min_len(1 << 15).map(|&x| T::cast_from(x)).collect()
 }
 
 /// Writes `values` (row-major over `t`'s shape, already `t`'s dtype or cast to it) through `t`'s layout.
