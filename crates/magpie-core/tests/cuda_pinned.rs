@@ -143,3 +143,35 @@ fn pin_unpin_cycles_reuse_blocks_and_free_them() {
     assert_eq!(e.reserved, 0, "{e:?}");
     assert_eq!(e.driver_allocs, e.driver_frees, "{e:?}");
 }
+
+/// `pin_memory=True` on every factory that takes it (`*_like`, `new_*`, `empty_strided`, the
+/// frequency and window factories): the result is pinned, as in PyTorch, never silently pageable.
+#[test]
+fn factories_honour_pin_memory() {
+    use magpie_core::registry::{self, Value};
+    let Some(_dev) = util::gpu() else { return };
+    let _g = lock();
+    let x = Tensor::from_vec(vec![1f32, 2., 3., 4.], &[2, 2]).unwrap();
+    let pin = || vec![("pin_memory".to_string(), Value::Bool(true))];
+    let size = || Value::List(vec![Value::Int(2), Value::Int(3)]);
+    let calls: Vec<(&str, Vec<Value>)> = vec![
+        ("zeros_like", vec![Value::Tensor(x.clone())]),
+        ("ones_like", vec![Value::Tensor(x.clone())]),
+        ("empty_like", vec![Value::Tensor(x.clone())]),
+        ("full_like", vec![Value::Tensor(x.clone()), Value::Float(2.5)]),
+        ("new_zeros", vec![Value::Tensor(x.clone()), size()]),
+        ("new_ones", vec![Value::Tensor(x.clone()), size()]),
+        ("new_empty", vec![Value::Tensor(x.clone()), size()]),
+        ("new_full", vec![Value::Tensor(x.clone()), size(), Value::Float(1.5)]),
+        ("empty_strided", vec![size(), Value::List(vec![Value::Int(3), Value::Int(1)])]),
+        ("fft.fftfreq", vec![Value::Int(5)]),
+        ("signal.windows.hann", vec![Value::Int(5)]),
+    ];
+    for (op, args) in calls {
+        let r = registry::call(op, args.clone(), pin()).unwrap_or_else(|e| panic!("{op}: {e}"));
+        let Value::Tensor(t) = r else { panic!("{op}: not a tensor") };
+        assert!(t.is_pinned(), "{op}(pin_memory=True) is pinned");
+        let Value::Tensor(u) = registry::call(op, args, vec![]).unwrap() else { panic!("{op}") };
+        assert!(!u.is_pinned(), "{op}() is pageable");
+    }
+}

@@ -27,6 +27,17 @@ fn pin_memory_without_cuda_is_pytorchs_error() {
     assert!(registry::call("empty", vec![Value::List(vec![Value::Int(2)])], kw).unwrap_err().to_string().contains("pin_memory"));
     let kw = vec![("pin_memory".to_string(), Value::Bool(false))];
     assert!(registry::call("empty", vec![Value::List(vec![Value::Int(2)])], kw).is_ok());
+    // the factories that take their device from another tensor refuse too (never silently pageable)
+    for (op, args) in [
+        ("zeros_like", vec![Value::Tensor(x.clone())]),
+        ("new_ones", vec![Value::Tensor(x.clone()), Value::List(vec![Value::Int(2)])]),
+        ("empty_strided", vec![Value::List(vec![Value::Int(2)]), Value::List(vec![Value::Int(1)])]),
+        ("fft.fftfreq", vec![Value::Int(4)]),
+    ] {
+        let kw = vec![("pin_memory".to_string(), Value::Bool(true))];
+        let e = registry::call(op, args, kw).unwrap_err().to_string();
+        assert!(e.contains("pin_memory"), "{op}: {e}");
+    }
     // non_blocking to the CPU from the CPU is the same tensor; to a GPU it is the usual error
     assert!(x.to_device_with(Device::Cpu, true).unwrap().shares_storage(&x));
     assert!(x.to_device_with(Device::Cuda(0), true).is_err());

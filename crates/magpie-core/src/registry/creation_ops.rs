@@ -55,17 +55,34 @@ fn scalar_arg(a: &mut Args, i: usize, name: &str) -> Result<Scalar> {
     }
 }
 
-fn like(a: &mut Args) -> Result<(Tensor, DType, Device, bool)> {
+fn like(a: &mut Args) -> Result<(Tensor, DType, Device, Flags)> {
     let x = a.tensor(0, "input")?;
     let dt = a.opt_dtype(usize::MAX, "dtype")?.unwrap_or(x.dtype());
     let dev = a.opt_device(usize::MAX, "device")?.unwrap_or(x.device());
-    let rg = a.bool_or(usize::MAX, "requires_grad", false)?;
-    a.ignore(&["layout", "pin_memory", "memory_format"]);
+    let rg = flags(a)?;
+    a.ignore(&["layout", "memory_format"]);
     Ok((x, dt, dev, rg))
 }
 
-fn with_rg(t: Tensor, rg: bool) -> Result<Value> {
-    if rg {
+/// `requires_grad=` and `pin_memory=` of a factory whose dtype and device come from elsewhere
+/// (`*_like`, `new_*`, `empty_strided`).
+#[derive(Clone, Copy)]
+pub(super) struct Flags {
+    requires_grad: bool,
+    pin_memory: bool,
+}
+
+pub(super) fn flags(a: &mut Args) -> Result<Flags> {
+    let requires_grad = a.bool_or(usize::MAX, "requires_grad", false)?;
+    let pin_memory = a.bool_or(usize::MAX, "pin_memory", false)?;
+    Ok(Flags { requires_grad, pin_memory })
+}
+
+/// The new tensor pinned (`pin_memory=True`: PyTorch's error for a CUDA one or without CUDA) and
+/// marked as requiring grad, as asked.
+pub(super) fn with_rg(t: Tensor, f: Flags) -> Result<Value> {
+    let t = if f.pin_memory { t.pin_memory()? } else { t };
+    if f.requires_grad {
         t.requires_grad_(true)?;
     }
     Ok(Value::Tensor(t))
@@ -109,8 +126,8 @@ pub(crate) fn register(r: &mut Registry) {
         let s = sizes(a, 1)?;
         let dt = a.opt_dtype(usize::MAX, "dtype")?.unwrap_or(x.dtype());
         let dev = a.opt_device(usize::MAX, "device")?.unwrap_or(x.device());
-        let rg = a.bool_or(usize::MAX, "requires_grad", false)?;
-        a.ignore(&["layout", "pin_memory"]);
+        let rg = flags(a)?;
+        a.ignore(&["layout"]);
         let out = if a.op() == "new_ones" { Tensor::ones_on(&s, dt, dev)? } else { Tensor::zeros_on(&s, dt, dev)? };
         with_rg(out, rg)
     });
@@ -120,8 +137,8 @@ pub(crate) fn register(r: &mut Registry) {
         let v = a.scalar(2, "fill_value")?;
         let dt = a.opt_dtype(usize::MAX, "dtype")?.unwrap_or(x.dtype());
         let dev = a.opt_device(usize::MAX, "device")?.unwrap_or(x.device());
-        let rg = a.bool_or(usize::MAX, "requires_grad", false)?;
-        a.ignore(&["layout", "pin_memory"]);
+        let rg = flags(a)?;
+        a.ignore(&["layout"]);
         with_rg(Tensor::full_on(&s, v, dt, dev)?, rg)
     });
     r.add_all(&["empty_strided", "new_empty_strided"], |a| {
@@ -135,8 +152,8 @@ pub(crate) fn register(r: &mut Registry) {
         }
         let dt = a.opt_dtype(usize::MAX, "dtype")?.or(base.as_ref().map(|b| b.dtype())).unwrap_or(default_dtype());
         let dev = a.opt_device(usize::MAX, "device")?.unwrap_or_default();
-        let rg = a.bool_or(usize::MAX, "requires_grad", false)?;
-        a.ignore(&["layout", "pin_memory"]);
+        let rg = flags(a)?;
+        a.ignore(&["layout"]);
         let l = crate::Layout { shape: size.clone(), strides: stride, offset: 0 };
         let (_, hi) = l.storage_span();
         let flat = Tensor::zeros_on(&[hi], dt, dev)?;

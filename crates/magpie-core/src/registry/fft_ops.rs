@@ -1,6 +1,7 @@
 //! Registry entries for `torch.fft` (`fft.fft`, ..., `fft.fftshift`, `fft.fftfreq`), the windows
 //! of `torch.signal.windows` (`signal.windows.hann`, ...) and the top-level `*_window` factories.
 
+use super::creation_ops::{flags, with_rg, Flags};
 use super::{Args, Registry, Value};
 use crate::ops::window::{self, WindowOpts};
 use crate::tensor::Tensor;
@@ -25,20 +26,13 @@ fn many_d(a: &mut Args, f: ManyD) -> Result<Value> {
     Ok(Value::Tensor(f(&x, s.as_deref(), dim.as_deref(), norm.as_deref())?))
 }
 
-/// `dtype`, `device`, `requires_grad` (and an ignored `layout`) of factories.
-fn opts(a: &mut Args) -> Result<(WindowOpts, bool)> {
+/// `dtype`, `device`, `requires_grad`, `pin_memory` (and an ignored `layout`) of factories.
+fn opts(a: &mut Args) -> Result<(WindowOpts, Flags)> {
     let dtype = a.opt_dtype(usize::MAX, "dtype")?;
     let device = a.opt_device(usize::MAX, "device")?.unwrap_or_default();
-    let rg = a.bool_or(usize::MAX, "requires_grad", false)?;
-    a.ignore(&["layout", "pin_memory"]);
+    let rg = flags(a)?;
+    a.ignore(&["layout"]);
     Ok((WindowOpts { dtype, device }, rg))
-}
-
-fn done(t: Tensor, rg: bool) -> Result<Value> {
-    if rg {
-        t.requires_grad_(true)?;
-    }
-    Ok(Value::Tensor(t))
 }
 
 /// `general_cosine`'s `a`: a list of numbers.
@@ -86,13 +80,13 @@ fn register_fft(r: &mut Registry) {
         let n = a.int(0, "n")?;
         let d = a.float_or(1, "d", 1.0)?;
         let (o, rg) = opts(a)?;
-        done(Tensor::fft_fftfreq(n, d, o.dtype, o.device)?, rg)
+        with_rg(Tensor::fft_fftfreq(n, d, o.dtype, o.device)?, rg)
     });
     r.add("fft.rfftfreq", |a| {
         let n = a.int(0, "n")?;
         let d = a.float_or(1, "d", 1.0)?;
         let (o, rg) = opts(a)?;
-        done(Tensor::fft_rfftfreq(n, d, o.dtype, o.device)?, rg)
+        with_rg(Tensor::fft_rfftfreq(n, d, o.dtype, o.device)?, rg)
     });
 }
 
@@ -102,7 +96,7 @@ fn sym_window(a: &mut Args, f: Sym) -> Result<Value> {
     let m = a.int(0, "M")?;
     let sym = a.bool_or(usize::MAX, "sym", true)?;
     let (o, rg) = opts(a)?;
-    done(f(m, sym, &o)?, rg)
+    with_rg(f(m, sym, &o)?, rg)
 }
 
 fn register_signal(r: &mut Registry) {
@@ -118,34 +112,34 @@ fn register_signal(r: &mut Registry) {
         let tau = a.float_or(usize::MAX, "tau", 1.0)?;
         let sym = a.bool_or(usize::MAX, "sym", true)?;
         let (o, rg) = opts(a)?;
-        done(window::exponential(m, center, tau, sym, &o)?, rg)
+        with_rg(window::exponential(m, center, tau, sym, &o)?, rg)
     });
     r.add("signal.windows.gaussian", |a| {
         let m = a.int(0, "M")?;
         let std = a.float_or(usize::MAX, "std", 1.0)?;
         let sym = a.bool_or(usize::MAX, "sym", true)?;
         let (o, rg) = opts(a)?;
-        done(window::gaussian(m, std, sym, &o)?, rg)
+        with_rg(window::gaussian(m, std, sym, &o)?, rg)
     });
     r.add("signal.windows.kaiser", |a| {
         let m = a.int(0, "M")?;
         let beta = a.float_or(usize::MAX, "beta", 12.0)?;
         let sym = a.bool_or(usize::MAX, "sym", true)?;
         let (o, rg) = opts(a)?;
-        done(window::kaiser(m, beta, sym, &o)?, rg)
+        with_rg(window::kaiser(m, beta, sym, &o)?, rg)
     });
     r.add("signal.windows.general_hamming", |a| {
         let m = a.int(0, "M")?;
         let alpha = a.float_or(usize::MAX, "alpha", 0.54)?;
         let sym = a.bool_or(usize::MAX, "sym", true)?;
         let (o, rg) = opts(a)?;
-        done(window::general_hamming(m, alpha, sym, &o)?, rg)
+        with_rg(window::general_hamming(m, alpha, sym, &o)?, rg)
     });
     r.add("signal.windows.general_cosine", |a| {
         let m = a.int(0, "M")?;
         let sym = a.bool_or(usize::MAX, "sym", true)?;
         let (o, rg) = opts(a)?;
-        done(window::general_cosine(m, &coefficients(a)?, sym, &o)?, rg)
+        with_rg(window::general_cosine(m, &coefficients(a)?, sym, &o)?, rg)
     });
 }
 
@@ -154,7 +148,7 @@ fn register_top(r: &mut Registry) {
         let n = a.int(0, "window_length")?;
         let p = a.bool_or(1, "periodic", true)?;
         let (o, rg) = opts(a)?;
-        done(window::hann_window(n, p, &o)?, rg)
+        with_rg(window::hann_window(n, p, &o)?, rg)
     });
     r.add("hamming_window", |a| {
         let n = a.int(0, "window_length")?;
@@ -162,26 +156,26 @@ fn register_top(r: &mut Registry) {
         let alpha = a.float_or(2, "alpha", 0.54)?;
         let beta = a.float_or(3, "beta", 0.46)?;
         let (o, rg) = opts(a)?;
-        done(window::hamming_window(n, p, alpha, beta, &o)?, rg)
+        with_rg(window::hamming_window(n, p, alpha, beta, &o)?, rg)
     });
     r.add("blackman_window", |a| {
         let n = a.int(0, "window_length")?;
         let p = a.bool_or(1, "periodic", true)?;
         let (o, rg) = opts(a)?;
-        done(window::blackman_window(n, p, &o)?, rg)
+        with_rg(window::blackman_window(n, p, &o)?, rg)
     });
     r.add("bartlett_window", |a| {
         let n = a.int(0, "window_length")?;
         let p = a.bool_or(1, "periodic", true)?;
         let (o, rg) = opts(a)?;
-        done(window::bartlett_window(n, p, &o)?, rg)
+        with_rg(window::bartlett_window(n, p, &o)?, rg)
     });
     r.add("kaiser_window", |a| {
         let n = a.int(0, "window_length")?;
         let p = a.bool_or(1, "periodic", true)?;
         let beta = a.float_or(2, "beta", 12.0)?;
         let (o, rg) = opts(a)?;
-        done(window::kaiser_window(n, p, beta, &o)?, rg)
+        with_rg(window::kaiser_window(n, p, beta, &o)?, rg)
     });
 }
 
