@@ -7,6 +7,7 @@ use crate::Result;
 
 /// What is kept of each sorted line.
 #[derive(Clone, Copy, Debug)]
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 pub(crate) enum Pick {
     /// The first `k` (ascending, or descending when asked).
     Prefix(usize),
@@ -33,10 +34,12 @@ pub(crate) fn sorted_lines(op: &str, x: &Tensor, dim: usize, descending: bool, p
     }
 }
 
-/// Records the gradient of `vals = x.gather(dim, idx)` (the identity for a 0-d `x`).
+/// Records the gradient of `vals = x.gather(dim, idx)` (for a 0-d `x`, the sum of the one or
+/// no picked elements' gradients).
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 pub(crate) fn record_gather(x: &Tensor, dim: usize, vals: &Tensor, idx: &Tensor) {
     if x.ndim() == 0 {
-        crate::autograd::record("Gather", &[x], &[vals.clone()], |_, g| Ok(vec![Some(g[0].clone())]));
+        crate::autograd::record("Gather", &[x], &[vals.clone()], |_, g| Ok(vec![Some(g[0].sum()?.reshape(&[])?)]));
         return;
     }
     let (shape, idx) = (x.shape().to_vec(), idx.clone());
@@ -83,7 +86,8 @@ mod imp {
             }
             let v = v.movedim(&[last], &[dim as i64])?.contiguous()?;
             let i = i.movedim(&[last], &[dim as i64])?.contiguous()?;
-            if x.ndim() == 0 { (v.reshape(&[])?, i.reshape(&[])?) } else { (v, i) }
+            // a 0-d input keeps its 0 dims, unless topk picked no element (shape [0], as the CPU)
+            if x.ndim() == 0 && sel.width() == 1 { (v.reshape(&[])?, i.reshape(&[])?) } else { (v, i) }
         };
         record_gather(x, dim, &vals, &idx);
         Ok(Some((vals, idx)))
