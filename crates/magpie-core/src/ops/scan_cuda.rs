@@ -43,8 +43,9 @@ mod imp {
     use crate::{Device, Result};
 
     /// Lines along an inner dim are moved to the last dim when there are fewer than this many
-    /// of them and they are at least `MOVE_MIN_LEN` long (a thread per line would leave the GPU idle).
-    const MOVE_MAX_LINES: usize = 2048;
+    /// of them and they are at least `MOVE_MIN_LEN` long: a thread per line walks its line
+    /// serially, which leaves the GPU mostly idle below a few hundred thousand lines.
+    const MOVE_MAX_LINES: usize = 1 << 16;
     const MOVE_MIN_LEN: usize = 256;
 
     pub(super) fn scan_lines(op: &str, x: &Tensor, dim: usize, kind: Scan, reverse: bool) -> Result<Option<(Tensor, Option<Tensor>)>> {

@@ -198,8 +198,14 @@ template <class Op> __device__ void scan_rows_t(const T* x, T* out, i64* idx, lo
     long long line = blockIdx.x / chunks, c = blockIdx.x - line * chunks;
     S carry = Op::id();
     if (chunks > 1) {
+        // the earlier chunks' combination, in order: each thread folds a contiguous run of the
+        // parts, then the block combines the runs
         const S* pl = parts + line * chunks;
-        for (long long q = 0; q < c; q++) carry = Op::comb(carry, pl[q]);
+        long long per = (c + blockDim.x - 1) / blockDim.x;
+        long long q0 = (long long)threadIdx.x * per, q1 = q0 + per < c ? q0 + per : c;
+        S a = Op::id();
+        for (long long q = q0; q < q1; q++) a = Op::comb(a, pl[q]);
+        scan_block<Op>(a, sm, carry);
     }
     long long c0 = c * chunk, c1 = c0 + chunk < n ? c0 + chunk : n;
     scan_span<Op>(x + line * n, out + line * n, idx ? idx + line * n : idx, n, c0, c1, rev, carry, sm);
