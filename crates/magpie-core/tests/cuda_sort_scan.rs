@@ -269,6 +269,21 @@ fn gradients_match_cpu_without_fallback() {
     }
 }
 
+#[test]
+fn cumprod_gradient_with_zeros_matches_cpu() {
+    let Some(dev) = gpu() else { return };
+    let x = Tensor::from_vec(vec![0.5f64, 0.0, 2.0, 3.0, 1.5, -1.0, 0.0, 4.0, 0.0, 2.0, 0.25, 1.0], &[3, 4]).unwrap();
+    let gy = Tensor::from_vec((0..12).map(|i| i as f64 * 0.3 - 1.0).collect::<Vec<_>>(), &[3, 4]).unwrap();
+    for d in [0i64, 1] {
+        let (xc, xg) = leaves(&x, dev);
+        xc.cumprod(d, None).unwrap().backward_with(Some(&gy), false, false).unwrap();
+        xg.cumprod(d, None).unwrap().backward_with(Some(&gy.to_device(dev).unwrap()), false, false).unwrap();
+        let gg = xg.grad().unwrap();
+        assert_eq!(gg.device(), dev);
+        assert_close(&format!("cumprod grad with zeros dim {d}"), &host(&gg), &xc.grad().unwrap(), 1e-12, 1e-12);
+    }
+}
+
 /// The registry names of these ops, each of which must run natively on CUDA tensors.
 const NATIVE: [&str; 13] = ["sort", "argsort", "msort", "topk", "kthvalue", "median", "nanmedian", "mode", "cumsum", "cumprod", "logcumsumexp", "cummax", "cummin"];
 

@@ -184,7 +184,8 @@ fn cumprod_impl(x: &Tensor, dim: usize) -> Result<Tensor> {
     let sx = Saved::new("cumprod", x);
     autograd::record("Cumprod", &[x], &[out.clone()], move |ctx, g| {
         let x = sx.get()?;
-        let has_zero = x.eq_scalar(0)?.any_dims(None, false)?.item()?.to_bool();
+        // counted with a sum, which has a CUDA kernel (`any` reduces on the host)
+        let has_zero = x.eq_scalar(0)?.to_dtype(DType::F64)?.sum()?.item()?.to_f64() > 0.0;
         if !has_zero {
             // sum_{k>=i} g_k out_k / x_i, differentiable
             let o = ctx.output(0)?;

@@ -116,6 +116,7 @@ pub fn sort_rows(op: &str, x: Buffer, vals: Buffer, idx: Buffer, rows: usize, n:
     }
     let (mode, param) = sel.code();
     let ksize = if dt.size() == 8 { 8 } else { 4 };
+    // bytes per element of x and of the values
     let (xs, vs) = (dt.size() as u64, dt.size() as u64);
     if n <= TILE {
         let p = n.next_power_of_two();
@@ -142,6 +143,7 @@ pub fn sort_rows(op: &str, x: Buffer, vals: Buffer, idx: Buffer, rows: usize, n:
     let f_step = kfunc(&dev, KFile::Sort, dt, "sort_global_step")?;
     let f_merge = kfunc(&dev, KFile::Sort, dt, "sort_tile_merge")?;
     let f_emit = kfunc(&dev, KFile::Sort, dt, "sort_emit_rows")?;
+    let f_prefix = kfunc(&dev, KFile::Sort, dt, "sort_emit_prefix")?;
     let mut r0 = 0;
     while r0 < rows {
         let g = (rows - r0).min(group);
@@ -167,10 +169,15 @@ pub fn sort_rows(op: &str, x: Buffer, vals: Buffer, idx: Buffer, rows: usize, n:
             launch(&dev, op, f_merge, (tiles, g as u32, 1), (1024, 1, 1), 0, &mut a)?;
             k *= 2;
         }
+        let (vg, ig) = (vp + (r0 * m) as u64 * vs, ip + (r0 * m) as u64 * 8);
         let mut a = Args::new();
-        a.push(xg).push(gk).push(gp).push(vp + (r0 * m) as u64 * vs).push(ip + (r0 * m) as u64 * 8);
-        a.push(n as i64).push(p as i64).push(mode).push(m as i64).push(param);
-        launch(&dev, op, f_emit, (g as u32, 1, 1), (256, 1, 1), 0, &mut a)?;
+        if mode == 0 {
+            a.push(xg).push(gp).push(vg).push(ig).push(g as i64).push(n as i64).push(p as i64).push(m as i64);
+            launch(&dev, op, f_prefix, (grid_stride_blocks(&dev, g * m), 1, 1), (256, 1, 1), 0, &mut a)?;
+        } else {
+            a.push(xg).push(gk).push(gp).push(vg).push(ig).push(n as i64).push(p as i64).push(mode).push(m as i64).push(param);
+            launch(&dev, op, f_emit, (g as u32, 1, 1), (256, 1, 1), 0, &mut a)?;
+        }
         drop(scratch);
         r0 += g;
     }

@@ -212,3 +212,15 @@ extern "C" __global__ void sort_emit_rows(const T* x, const K* gk, const int* gp
     long long row = blockIdx.x;
     sort_emit(gk + row * P, gp + row * P, x + row * n, n, vals + row * m, idx + row * m, m, mode, param);
 }
+
+// Long rows, step 4 for a prefix: the first m of each sorted row, a thread per element (a block
+// per row would leave a single SM gathering a whole long row).
+extern "C" __global__ void sort_emit_prefix(const T* x, const int* gp, T* vals, i64* idx, long long rows, long long n, long long P, long long m) {
+    long long total = rows * m;
+    for (long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x; q < total; q += (long long)gridDim.x * blockDim.x) {
+        long long row = q / m, j = q - row * m;
+        int s = gp[row * P + j];
+        vals[q] = x[row * n + s];
+        idx[q] = s;
+    }
+}
