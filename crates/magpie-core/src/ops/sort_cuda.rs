@@ -39,11 +39,11 @@ pub(crate) fn sorted_lines(op: &str, x: &Tensor, dim: usize, descending: bool, p
 #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 pub(crate) fn record_gather(x: &Tensor, dim: usize, vals: &Tensor, idx: &Tensor) {
     if x.ndim() == 0 {
-        crate::autograd::record("Gather", &[x], &[vals.clone()], |_, g| Ok(vec![Some(g[0].sum()?.reshape(&[])?)]));
+        crate::autograd::record("Gather", &[x], std::slice::from_ref(vals), |_, g| Ok(vec![Some(g[0].sum()?.reshape(&[])?)]));
         return;
     }
     let (shape, idx) = (x.shape().to_vec(), idx.clone());
-    crate::autograd::record("Gather", &[x], &[vals.clone()], move |_, g| {
+    crate::autograd::record("Gather", &[x], std::slice::from_ref(vals), move |_, g| {
         Ok(vec![Some(crate::ops::reduce::select::scatter_add_dim(&shape, dim, &idx, &g[0])?)])
     });
 }
