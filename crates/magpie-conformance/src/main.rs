@@ -9,6 +9,7 @@ mod compare;
 mod gradcheck;
 mod load;
 mod manifest;
+mod native;
 mod report;
 mod sample_skip;
 
@@ -65,6 +66,10 @@ struct Cli {
     /// (with --update-baseline: rewrite it).
     #[arg(long)]
     gradcheck_baseline: Option<PathBuf>,
+    /// With --device cuda: fail when an op named in this file (one per line, `#` comments)
+    /// fell back to the CPU; prints the run's native / fallback totals.
+    #[arg(long)]
+    must_be_native: Option<PathBuf>,
     #[arg(long, hide = true)]
     worker: bool,
     #[arg(long, hide = true, default_value_t = 0)]
@@ -240,6 +245,26 @@ fn real_main(cli: &Cli) -> Result<i32, String> {
     if cli.gradcheck {
         return gradcheck_main(cli);
     }
+    // the workers append their fallback counts to this log; read back from its current end
+    let native_check = match &cli.must_be_native {
+        Some(list) => {
+            if !device.is_cuda() {
+                return Err("--must-be-native needs --device cuda".into());
+            }
+            let list = native::read_list(list)?;
+            let log = match std::env::var_os("MAGPIE_FALLBACK_LOG") {
+                Some(p) => PathBuf::from(p),
+                None => {
+                    let p = std::env::temp_dir().join(format!("magpie-fallback-{}.txt", std::process::id()));
+                    std::env::set_var("MAGPIE_FALLBACK_LOG", &p);
+                    p
+                }
+            };
+            let start = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
+            Some((list, log, start))
+        }
+        None => None,
+    };
     let mut code = 0;
     let mut folders: Vec<(String, Tally)> = Vec::new();
     let mut all: Vec<CaseResult> = Vec::new();
@@ -315,6 +340,11 @@ fn real_main(cli: &Cli) -> Result<i32, String> {
         }
     }
     println!("{passed} passed, {} failed", total - passed);
+    if let Some((list, log, start)) = native_check {
+        let bytes = std::fs::read(&log).map_err(|e| format!("cannot read the fallback log {}: {e}", log.display()))?;
+        let text = String::from_utf8_lossy(bytes.get(start as usize..).unwrap_or(&[]));
+        code = code.max(native::report(&list, &native::parse_counts(&text)?));
+    }
     Ok(code)
 }
 

@@ -4,6 +4,7 @@ use crate::autograd::{self, Saved};
 use crate::dtype::DType;
 use crate::element::Element;
 use crate::ops::reduce::{dim_size, map_lines, one_dim};
+use crate::ops::scan_cuda::{scan_lines, Scan};
 use crate::tensor::Tensor;
 use crate::{Error, Result};
 use num_complex::Complex64;
@@ -18,7 +19,10 @@ fn scan_dtype(x: &Tensor, dtype: Option<DType>) -> DType {
 fn cumsum_dir(x: &Tensor, dim: usize, reverse: bool) -> Result<Tensor> {
     let n = dim_size(x, dim);
     let dt = x.dtype();
-    let out = crate::with_dtype!(dt, T, {
+    let out = if let Some((o, _)) = scan_lines("cumsum", x, dim, Scan::Sum, reverse)? {
+        o
+    } else {
+        crate::with_dtype!(dt, T, {
         if dt.is_integral() {
             map_lines::<i64, T>(x, dim, n, |l, o| {
                 let mut acc = 0i64;
@@ -47,7 +51,8 @@ fn cumsum_dir(x: &Tensor, dim: usize, reverse: bool) -> Result<Tensor> {
                 if reverse { (0..l.len()).rev().for_each(&mut step) } else { (0..l.len()).for_each(&mut step) }
             })?
         }
-    });
+    })
+    };
     autograd::record("Cumsum", &[x], &[out.clone()], move |_, g| Ok(vec![Some(cumsum_dir(&g[0], dim, !reverse)?)]));
     Ok(out)
 }
@@ -55,7 +60,11 @@ fn cumsum_dir(x: &Tensor, dim: usize, reverse: bool) -> Result<Tensor> {
 /// Inclusive log-sum-exp scan (reversed when `reverse`), stable: `out_i = logaddexp(out_{i-1}, x_i)`.
 fn logcumsumexp_dir(x: &Tensor, dim: usize, reverse: bool) -> Result<Tensor> {
     let n = dim_size(x, dim);
-    let out = crate::with_dtype!(x.dtype(), T, {
+    let cuda = scan_lines("logcumsumexp", x, dim, Scan::LogSumExp, reverse)?;
+    let out = if let Some((o, _)) = cuda {
+        o
+    } else {
+        crate::with_dtype!(x.dtype(), T, {
         map_lines::<f64, T>(x, dim, n, |l, o| {
             let mut acc = f64::NEG_INFINITY;
             let mut step = |i: usize| {
@@ -74,7 +83,8 @@ fn logcumsumexp_dir(x: &Tensor, dim: usize, reverse: bool) -> Result<Tensor> {
             };
             if reverse { (0..l.len()).rev().for_each(&mut step) } else { (0..l.len()).for_each(&mut step) }
         })?
-    });
+    })
+    };
     let sx = Saved::new("logcumsumexp", x);
     autograd::record("Logcumsumexp", &[x], &[out.clone()], move |ctx, g| {
         // PyTorch's stable form: split the gradient by sign and scan its logs the other way.
@@ -132,13 +142,18 @@ fn cumprod_grad_lines(x: &Tensor, g: &Tensor, dim: usize) -> Result<Tensor> {
     }
     let r = crate::with_dtype!(x.dtype(), T, { Tensor::from_vec(out.iter().map(|&v| T::from_f64(v)).collect::<Vec<T>>(), xm.shape())? });
     let nd = xm.ndim() as i64;
-    r.movedim(&[nd - 1], &[dim as i64])?.contiguous()
+    let r = r.movedim(&[nd - 1], &[dim as i64])?.contiguous()?;
+    // computed on the host from downloaded values: back to x's device, counted as a fallback
+    crate::backend::cuda::host_result("host:cumprod_backward", r, x.device())
 }
 
 fn cumprod_impl(x: &Tensor, dim: usize) -> Result<Tensor> {
     let n = dim_size(x, dim);
     let dt = x.dtype();
-    let out = crate::with_dtype!(dt, T, {
+    let out = if let Some((o, _)) = scan_lines("cumprod", x, dim, Scan::Prod, false)? {
+        o
+    } else {
+        crate::with_dtype!(dt, T, {
         if dt.is_integral() {
             map_lines::<i64, T>(x, dim, n, |l, o| {
                 let mut acc = 1i64;
@@ -164,11 +179,13 @@ fn cumprod_impl(x: &Tensor, dim: usize) -> Result<Tensor> {
                 }
             })?
         }
-    });
+    })
+    };
     let sx = Saved::new("cumprod", x);
     autograd::record("Cumprod", &[x], &[out.clone()], move |ctx, g| {
         let x = sx.get()?;
-        let has_zero = x.eq_scalar(0)?.any_dims(None, false)?.item()?.to_bool();
+        // counted with a sum, which has a CUDA kernel (`any` reduces on the host)
+        let has_zero = x.eq_scalar(0)?.to_dtype(DType::F64)?.sum()?.item()?.to_f64() > 0.0;
         if !has_zero {
             // sum_{k>=i} g_k out_k / x_i, differentiable
             let o = ctx.output(0)?;
@@ -186,6 +203,10 @@ fn cumprod_impl(x: &Tensor, dim: usize) -> Result<Tensor> {
 fn cum_extreme(op: &str, x: &Tensor, dim: i64, max: bool) -> Result<(Tensor, Tensor)> {
     let d = one_dim(op, x, dim)?;
     let n = dim_size(x, d);
+    let kind = if max { Scan::Max } else { Scan::Min };
+    if let Some((vals, Some(idx))) = scan_lines(op, x, d, kind, false)? {
+        return Ok((vals, idx));
+    }
     let idx = crate::with_key!(op, x.dtype(), K, {
         map_lines::<K, i64>(x, d, n, |l, o| {
             let mut best = 0usize;

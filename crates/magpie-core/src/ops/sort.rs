@@ -148,6 +148,9 @@ impl Tensor {
             return Err(Error::index("topk", format!("selected index k out of range (k = {k}, size of dim {d} = {n})")));
         }
         let k = k as usize;
+        if let Some(r) = crate::ops::sort_cuda::sorted_lines("topk", self, d, largest, crate::ops::sort_cuda::Pick::Prefix(k))? {
+            return Ok(r);
+        }
         let idx = crate::with_key!("topk", self.dtype(), K, {
             map_lines::<K, i64>(self, d, k, |l, o| {
                 for (o, s) in o.iter_mut().zip(sort_perm(l, largest)) {

@@ -42,6 +42,10 @@ pub enum KFile {
     Quant,
     /// Padded copies of GEMM operands (`blas_pad.rs`).
     GemmPad,
+    /// Segmented sorts and selection (`sort.rs`).
+    Sort,
+    /// Scans along a dim (`scan.rs`).
+    Scan,
 }
 
 impl KFile {
@@ -61,6 +65,8 @@ impl KFile {
             KFile::Amp => "amp",
             KFile::Quant => "quant_gemv",
             KFile::GemmPad => "gemm_pad",
+            KFile::Sort => "sort",
+            KFile::Scan => "scan",
         }
     }
     fn body(self) -> &'static str {
@@ -79,6 +85,8 @@ impl KFile {
             KFile::Amp => include_str!("kernels/amp.cu"),
             KFile::Quant => include_str!("kernels/quant_gemv.cu"),
             KFile::GemmPad => include_str!("kernels/gemm_pad.cu"),
+            KFile::Sort => include_str!("kernels/sort.cu"),
+            KFile::Scan => include_str!("kernels/scan.cu"),
         }
     }
 }

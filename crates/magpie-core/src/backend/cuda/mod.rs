@@ -58,6 +58,10 @@ pub mod reduce;
 #[cfg(feature = "cuda")]
 pub mod rng;
 #[cfg(feature = "cuda")]
+pub mod scan;
+#[cfg(feature = "cuda")]
+pub mod sort;
+#[cfg(feature = "cuda")]
 pub mod softmax;
 #[cfg(feature = "cuda")]
 pub mod strided;

@@ -262,6 +262,9 @@ pub(crate) fn sort_perm<K: PartialOrd + Copy>(l: &[K], descending: bool) -> Vec<
 /// `(values, indices)` of a stable sort of `x` along `dim` (values differentiable).
 pub(crate) fn sort_along(op: &str, x: &Tensor, dim: usize, descending: bool) -> Result<(Tensor, Tensor)> {
     let n = dim_size(x, dim);
+    if let Some(r) = crate::ops::sort_cuda::sorted_lines(op, x, dim, descending, crate::ops::sort_cuda::Pick::Prefix(n))? {
+        return Ok(r);
+    }
     let idx = crate::with_key!(op, x.dtype(), K, {
         map_lines::<K, i64>(x, dim, n, |l, o| {
             for (d, s) in o.iter_mut().zip(sort_perm(l, descending)) {

@@ -4,6 +4,7 @@ use super::minmax::even_backward;
 use super::select::{gather_dim, take_reduced};
 use super::{check_nonempty, dim_size, map_lines, nan_cmp, one_dim, sort_along, sort_perm};
 use crate::autograd::{self, Saved};
+use crate::ops::sort_cuda::{sorted_lines, Pick};
 use crate::dtype::DType;
 use crate::element::Element;
 use crate::tensor::Tensor;
@@ -29,6 +30,9 @@ fn median_dim(op: &str, x: &Tensor, dim: i64, keepdim: bool, ignore_nan: bool) -
     if x.ndim() > 0 {
         check_nonempty(op, x, &[d], false)?;
     }
+    if let Some((v, i)) = sorted_lines(op, x, d, false, Pick::Median(ignore_nan))? {
+        return unkeep(x, d, keepdim, v, i);
+    }
     let idx = crate::with_key!(op, x.dtype(), K, { map_lines::<K, i64>(x, d, 1, |l, o| o[0] = median_index(l, ignore_nan) as i64)? });
     let idx = if keepdim || x.ndim() == 0 { idx } else { idx.squeeze_dims(&[d as i64])? };
     Ok((take_reduced(x, d, &idx, keepdim)?, idx))
@@ -50,6 +54,14 @@ fn median_all(op: &'static str, x: &Tensor, ignore_nan: bool) -> Result<Tensor> 
         Ok(vec![Some(even_backward(&sx.get()?, &ctx.output(0)?, &g[0], &all, false, true)?)])
     });
     Ok(out)
+}
+
+/// The GPU's kept-dim `(values, indices)` with `dim` dropped unless `keepdim` (or `x` is 0-d).
+fn unkeep(x: &Tensor, dim: usize, keepdim: bool, v: Tensor, i: Tensor) -> Result<(Tensor, Tensor)> {
+    if keepdim || x.ndim() == 0 {
+        return Ok((v, i));
+    }
+    Ok((v.squeeze_dims(&[dim as i64])?, i.squeeze_dims(&[dim as i64])?))
 }
 
 /// The most frequent value of a line (the smallest on ties) and its last position.
@@ -216,6 +228,9 @@ impl Tensor {
         if self.ndim() > 0 {
             check_nonempty("mode", self, &[d], false)?;
         }
+        if let Some((v, i)) = sorted_lines("mode", self, d, false, Pick::Mode)? {
+            return unkeep(self, d, keepdim, v, i);
+        }
         let idx = crate::with_key!("mode", self.dtype(), K, { map_lines::<K, i64>(self, d, 1, |l, o| o[0] = mode_of(l) as i64)? });
         let idx = if keepdim || self.ndim() == 0 { idx } else { idx.squeeze_dims(&[d as i64])? };
         Ok((take_reduced(self, d, &idx, keepdim)?, idx))
@@ -228,6 +243,9 @@ impl Tensor {
             return Err(Error::index("kthvalue", format!("kthvalue(): selected number k out of range for dimension {d}")));
         }
         let kk = (k - 1) as usize;
+        if let Some((v, i)) = sorted_lines("kthvalue", self, d, false, Pick::Kth(kk))? {
+            return unkeep(self, d, keepdim, v, i);
+        }
         // the value is the k-th in sorted order; among equal values PyTorch's selection
         // reports the first occurrence
         let idx = crate::with_key!("kthvalue", self.dtype(), K, {
