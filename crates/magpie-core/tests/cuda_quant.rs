@@ -15,6 +15,14 @@
 //! unit (≤ 32 weights) sums x (B + q) with B = 128 and removes B Σx afterwards, adding at most
 //! 34 u Σ|x| (B + q) step per unit (step = the weight's scale, `bias_of` below). A wrong x
 //! element or a wrong scale changes y far beyond that.
+//!
+//! Q4_K with f16/bf16 activations rounds x to 8-bit codes (per 32 values s = amax / 127,
+//! q_x = rint(x · 127 / amax)) and sums per sub-block (d·sc) s Σ q_w q_x − (dmin·m) Σx. Checked
+//! twice: (1) against that sum in f64 with the codes computed here as the kernel does (what is
+//! left is f32 rounding: ≤ ((K/32 + 32) u + ε) T, T the sum of the terms' magnitudes), which
+//! catches any wrong code, scale or index; (2) against the CPU's exact product, with the error
+//! the rounding of x allows: Σ |(d·sc) q_w| · |x − s q_x| ≤ 0.5001 Σ |(d·sc) q_w| s (the 0.0001
+//! covers 127 / amax not being exactly 1 / s), the bound `docs/gguf.md` states.
 
 #[path = "cuda_util/mod.rs"]
 mod util;
@@ -74,6 +82,62 @@ fn bias_of(ty: QuantType, blocks: &[u8]) -> Vec<f64> {
     out
 }
 
+/// The codes and scales the Q4_K kernel gives x (f16/bf16 activations), computed as it does in f32.
+fn q8_codes(x: &[f32]) -> (Vec<i32>, Vec<f32>) {
+    let (mut q, mut s) = (Vec::with_capacity(x.len()), Vec::new());
+    for g in x.chunks(32) {
+        let a = g.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let inv = if a > 0.0 { 127.0f32 / a } else { 0.0 };
+        q.extend(g.iter().map(|v| (v * inv).round_ties_even() as i32));
+        s.push(a / 127.0f32);
+    }
+    (q, s)
+}
+
+/// Per Q4_K weight: its sub-block's `d · sc` and `dmin · m` (exact in f32) and its 4-bit code.
+fn q4k_parts(blocks: &[u8]) -> (Vec<f64>, Vec<f64>, Vec<i32>) {
+    let f16 = |b: &[u8], o: usize| magpie_core::half::f16::from_le_bytes([b[o], b[o + 1]]).to_f64();
+    let (mut d1, mut m1, mut q) = (Vec::new(), Vec::new(), Vec::new());
+    for b in blocks.chunks_exact(144) {
+        let (d, dmin, s) = (f16(b, 0), f16(b, 2), &b[4..16]);
+        for j in 0..8 {
+            let (sc, mn) = if j < 4 { (s[j] & 63, s[j + 4] & 63) } else { ((s[j + 4] & 15) | ((s[j - 4] >> 6) << 4), (s[j + 4] >> 4) | ((s[j] >> 6) << 4)) };
+            for l in 0..32 {
+                d1.push(d * sc as f64);
+                m1.push(dmin * mn as f64);
+                q.push(((b[16 + 32 * (j / 2) + l] >> (4 * (j % 2))) & 15) as i32);
+            }
+        }
+    }
+    (d1, m1, q)
+}
+
+/// Checks one output of the 8-bit-activation Q4_K kernel (see the module's doc): `xf` the x row
+/// (f32 of its f16/bf16 values), `w` the weight row's parts, `want` the CPU's exact product.
+fn check_q8_output(what: &str, got: f64, want: f64, xf: &[f32], w: (&[f64], &[f64], &[i32]), eps: f64) {
+    let (d1, m1, qw) = w;
+    let k = xf.len();
+    let u = 2f64.powi(-24);
+    let (qx, s) = q8_codes(xf);
+    let (mut y, mut t, mut act) = (0f64, 0f64, 0f64);
+    for g in 0..k / 32 {
+        let r = 32 * g..32 * g + 32;
+        let dot: i64 = r.clone().map(|e| (qw[e] * qx[e]) as i64).sum();
+        let adot: i64 = r.clone().map(|e| (qw[e] * qx[e]).abs() as i64).sum();
+        let (sx, ax): (f64, f64) = (r.clone().map(|e| xf[e] as f64).sum(), r.clone().map(|e| (xf[e] as f64).abs()).sum());
+        let sg = s[g] as f64;
+        y += d1[32 * g] * sg * dot as f64 - m1[32 * g] * sx;
+        t += (d1[32 * g] * sg).abs() * adot as f64 + m1[32 * g].abs() * ax;
+        act += r.map(|e| (d1[e] * qw[e] as f64).abs()).sum::<f64>() * 0.5001 * sg;
+    }
+    let bound = ((k as f64 / 32.0 + 32.0) * u + eps) * t + 1e-30;
+    assert!((got - y).abs() <= bound, "{what}: {got}, the 8-bit-code sum gives {y}, bound {bound}");
+    // the CPU's f32 product of the exact weights has its own rounding, ≤ 2 K u Σ|x w|
+    let mag: f64 = (0..k).map(|e| (xf[e] as f64).abs() * (d1[e] * qw[e] as f64 - m1[e]).abs()).sum();
+    let bound2 = bound + act + 2.0 * k as f64 * u * mag;
+    assert!((got - want).abs() <= bound2, "{what}: {got}, the CPU's exact product {want}, bound {bound2}");
+}
+
 #[test]
 fn quant_gemv_matches_the_cpu_kernel() {
     let Some(g) = gpu() else { return };
@@ -88,6 +152,7 @@ fn quant_gemv_matches_the_cpu_kernel() {
             let w = random_blocks(ty, n, k, &mut rng);
             let wd = dequantize_rows(ty, &w, n, k).unwrap();
             let bias = bias_of(ty, &w);
+            let parts = if ty == QuantType::Q4_K { Some(q4k_parts(&w)) } else { None };
             let wt = Tensor::from_vec(w.clone(), &[w.len()]).unwrap().to_device(g).unwrap();
             let wp = elem_ptr("test", &wt).unwrap().0;
             for dt in [DType::F32, DType::F16, DType::BF16] {
@@ -107,6 +172,17 @@ fn quant_gemv_matches_the_cpu_kernel() {
                         DType::F16 => 2f64.powi(-11),
                         _ => 0.0,
                     };
+                    if spec.rounds_activations() {
+                        let (d1, m1, qw) = parts.as_ref().unwrap();
+                        for i in 0..m {
+                            for j in 0..n {
+                                let r = j * k..(j + 1) * k;
+                                let what = format!("{ty} {dt} m={m} n={n} k={k}: y[{i},{j}]");
+                                check_q8_output(&what, got[i * n + j], want[i * n + j] as f64, &xf[i * k..(i + 1) * k], (&d1[r.clone()], &m1[r.clone()], &qw[r]), eps);
+                            }
+                        }
+                        continue;
+                    }
                     for i in 0..m {
                         for j in 0..n {
                             let mag: f64 = (0..k).map(|kk| (xf[i * k + kk] as f64 * wd[j * k + kk] as f64).abs()).sum();
@@ -202,4 +278,10 @@ fn quant_gemv_argument_errors() {
     let e = spec(QuantType::Q4_0, DType::F64, 1, 8, 64).check().unwrap_err().to_string();
     assert!(e.contains("float32"), "{e}");
     assert_eq!(spec(QuantType::Q6_K, DType::F16, 2, 3, 512).check().unwrap(), 3 * 2 * 210);
+    // which GEMVs round x to 8-bit codes: Q4_K with f16/bf16 x whose codes fit in shared memory
+    assert!(spec(QuantType::Q4_K, DType::BF16, 1, 8, 32768).rounds_activations());
+    assert!(spec(QuantType::Q4_K, DType::F16, 8, 8, 4096).rounds_activations());
+    assert!(!spec(QuantType::Q4_K, DType::BF16, 8, 8, 8192).rounds_activations());
+    assert!(!spec(QuantType::Q4_K, DType::F32, 1, 8, 2048).rounds_activations());
+    assert!(!spec(QuantType::Q6_K, DType::BF16, 1, 8, 2048).rounds_activations());
 }

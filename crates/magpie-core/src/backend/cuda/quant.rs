@@ -3,10 +3,14 @@
 //! x and y f32, f16 or bf16 (y in x's dtype), f32 accumulation; and W's dequantization to
 //! f32/f16/bf16 on the device (for prefill-sized inputs, multiplied by cuBLAS). On raw device
 //! buffers, for engines that own them, and on `CudaStorage`s with x's layout.
+//!
+//! Numerics: f32 activations get f32 products of the exact weights (as the CPU kernels). Q4_K
+//! with f16/bf16 activations takes llama.cpp's integer route (see [`Q8_MAX_SHARED`]): x rounded
+//! to 8-bit codes per 32 values, `dp4a` dot products; `docs/gguf.md` derives its error.
 
 use super::device::CudaDevice;
 use super::kern::{kfunc, KFile};
-use super::launch::{launch, Args};
+use super::launch::{launch, launch_pdl, Args};
 use super::storage::CudaStorage;
 use crate::backend::cpu::quant::QuantType;
 use crate::{DType, Error, Layout, Result};
@@ -19,6 +23,16 @@ const MAX_THREADS: usize = 256;
 /// One-row launches of matrices with at least this many rows take 8 weight rows per thread block
 /// (the `_r1w8` kernels: x's loads and conversions shared by twice the rows; blocks stay plentiful).
 const TALL: usize = 32768;
+
+/// Q4_K with f16/bf16 activations runs the 8-bit-activation kernels (`quant_gemv_q4_k_q8_r*`)
+/// when x's codes fit in this much shared memory (`m * k / 64` records of 80 bytes, i.e.
+/// `m * k <= 39321`: k up to 32768 for one row, 4096 for 8); larger inputs take the f32 kernels.
+pub const Q8_MAX_SHARED: usize = 48 * 1024;
+
+/// Bytes of shared memory the 8-bit-activation Q4_K kernel needs for `m` rows of `k` values.
+fn q8_shared(m: usize, k: usize) -> usize {
+    m * (k / 64) * 80
+}
 
 /// Weight rows per thread block for `m` activation rows and `n` weight rows (`QG_NR` in the
 /// kernel, 8 for the `_r1w8` kernels).
@@ -60,6 +74,17 @@ const NAMES: [[&str; MAX_ROWS]; 4] = [
     ["quant_gemv_q6_k_r1", "quant_gemv_q6_k_r2", "quant_gemv_q6_k_r3", "quant_gemv_q6_k_r4", "quant_gemv_q6_k_r5", "quant_gemv_q6_k_r6", "quant_gemv_q6_k_r7", "quant_gemv_q6_k_r8"],
 ];
 
+const Q8_NAMES: [&str; MAX_ROWS] = [
+    "quant_gemv_q4_k_q8_r1",
+    "quant_gemv_q4_k_q8_r2",
+    "quant_gemv_q4_k_q8_r3",
+    "quant_gemv_q4_k_q8_r4",
+    "quant_gemv_q4_k_q8_r5",
+    "quant_gemv_q4_k_q8_r6",
+    "quant_gemv_q4_k_q8_r7",
+    "quant_gemv_q4_k_q8_r8",
+];
+
 const TALL_NAMES: [&str; 4] = ["quant_gemv_q8_0_r1w8", "quant_gemv_q4_0_r1w8", "quant_gemv_q4_k_r1w8", "quant_gemv_q6_k_r1w8"];
 
 impl QuantGemv {
@@ -76,6 +101,12 @@ impl QuantGemv {
             return Err(Error::shape(op, format!("{}x{} is too large for 32-bit row and column indices", self.n, self.k)));
         }
         self.ty.matrix_bytes(op, self.n, self.k)
+    }
+
+    /// True when this GEMV runs on 8-bit activation codes (Q4_K, f16/bf16 x, codes fitting in
+    /// [`Q8_MAX_SHARED`]); false when it multiplies the exact weights by x in f32.
+    pub fn rounds_activations(&self) -> bool {
+        self.ty == QuantType::Q4_K && self.dtype != DType::F32 && q8_shared(self.m, self.k) <= Q8_MAX_SHARED
     }
 
     fn kernel(&self) -> &'static str {
@@ -101,6 +132,27 @@ impl QuantGemv {
 /// for the others), `x` and `y` live device memory of `dev` of the given rows, strides and dtype;
 /// `y` must not overlap `x` or `w`.
 pub unsafe fn quant_gemv_raw(dev: &CudaDevice, g: &QuantGemv, w: u64, x: u64, ldx: usize, y: u64, ldy: usize) -> Result<()> {
+    // SAFETY: the caller's contract is this function's.
+    unsafe { gemv(dev, g, w, x, ldx, y, ldy, false) }
+}
+
+/// [`quant_gemv_raw`] launched as a programmatic dependent launch (on sm_90 and newer; a plain
+/// launch before): the kernel may start while the previous kernel on the stream drains, loads
+/// its first weights, then waits for that kernel's grid before reading x or writing y. For
+/// chains of GEMVs (a decode step's layers, captured in a CUDA graph or launched back to back),
+/// where it hides most of each launch's start behind the previous kernel's tail.
+///
+/// # Safety
+/// As [`quant_gemv_raw`], and W must not be written by a kernel that may still run when this one
+/// starts (W is read before waiting): the kernel queued just before it and, when that one was
+/// itself launched this way, the one before it, and so on.
+pub unsafe fn quant_gemv_raw_pdl(dev: &CudaDevice, g: &QuantGemv, w: u64, x: u64, ldx: usize, y: u64, ldy: usize) -> Result<()> {
+    // SAFETY: the caller's contract is this function's.
+    unsafe { gemv(dev, g, w, x, ldx, y, ldy, dev.arch.0 >= 9) }
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemv(dev: &CudaDevice, g: &QuantGemv, w: u64, x: u64, ldx: usize, y: u64, ldy: usize, pdl: bool) -> Result<()> {
     let op = "quant_gemv";
     g.check()?;
     let align = if g.ty == QuantType::Q4_K { 16 } else { 2 };
@@ -113,13 +165,20 @@ pub unsafe fn quant_gemv_raw(dev: &CudaDevice, g: &QuantGemv, w: u64, x: u64, ld
     if g.n == 0 {
         return Ok(());
     }
+    let launcher = if pdl { launch_pdl } else { launch };
+    let mut a = Args::new();
+    a.push(w).push(x).push(y).push(g.n as i32).push(g.k as i32).push(ldx as i64).push(ldy as i64);
+    if g.rounds_activations() {
+        // persistent grid: two blocks of 8 warps per SM at most, a warp per 2 rows at a time
+        let f = kfunc(dev, KFile::Quant, g.dtype, Q8_NAMES[g.m - 1])?;
+        let blocks = g.n.div_ceil(2).div_ceil(8).clamp(1, 2 * dev.sm_count.max(1) as usize);
+        return launcher(dev, op, f, (blocks as u32, 1, 1), (256, 1, 1), q8_shared(g.m, g.k) as u32, &mut a);
+    }
     let f = kfunc(dev, KFile::Quant, g.dtype, g.kernel())?;
     // threads: a row's units in one pass where they fit in 256 (K up to 8192), a few passes above
     let threads = (g.k / unit_elems(g.ty)).next_multiple_of(32).clamp(32, MAX_THREADS);
     let blocks = g.n.div_ceil(rows_per_block(g.m, g.n));
-    let mut a = Args::new();
-    a.push(w).push(x).push(y).push(g.n as i32).push(g.k as i32).push(ldx as i64).push(ldy as i64);
-    launch(dev, op, f, (blocks as u32, 1, 1), (threads as u32, 1, 1), 0, &mut a)
+    launcher(dev, op, f, (blocks as u32, 1, 1), (threads as u32, 1, 1), 0, &mut a)
 }
 
 /// [`quant_gemv_raw`] on storages: `w` holds W's blocks (u8), `x` the activations at
