@@ -5,7 +5,7 @@ mask), ms and TFLOP/s over the visible (query, key) pairs, as the Rust side coun
 
 Prints which backend PyTorch picks by itself (torch._fused_sdp_choice) for the GQA call
 (enable_gqa=True, k/v of 8 heads) and for k/v expanded to 32 heads (what transformers passes when it
-repeats the kv heads), then times each: the default choice, and every backend forced alone.
+repeats the kv heads), then times the default choice of each, and cuDNN and flash forced alone for the GQA call.
 
     python3 benchmark/flash/sdpa_fwd_torch.py [--seqs 4096,16384,32768,100000]
 """
@@ -67,7 +67,8 @@ for d in (64, 128):
             except Exception as e:  # the private helper's signature moves between releases
                 choice = f"? ({type(e).__name__})"
             label = f"d={d} q={lq} kv={lk} {'gqa' if gqa else 'expanded kv'}"
-            for be in (None, SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION):
+            # each backend forced alone for the GQA call; the expanded call at PyTorch's own choice only
+            for be in (None, SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION) if gqa else (None,):
                 try:
                     if be is None:
                         ms, tf = bench(call, flops)

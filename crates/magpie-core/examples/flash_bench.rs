@@ -7,7 +7,7 @@
 //!
 //!     cargo run --release -p magpie-core --example flash_bench
 
-use magpie_core::backend::cuda::attention::{decode_workspace_bytes, flash_decode, flash_forward, set_tc_variant_d128, set_tc_variant_d64, tc_kernel_name, AttnOperand, Causal, DecodeParams, FlashParams};
+use magpie_core::backend::cuda::attention::{decode_workspace_bytes, flash_decode, flash_forward, reset_tc_variants, set_tc_variant_d128, set_tc_variant_d64, tc_kernel_name, AttnOperand, Causal, DecodeParams, FlashParams};
 use magpie_core::backend::cuda::device::device;
 use magpie_core::backend::cuda::kern::elem_ptr;
 use magpie_core::{DType, Device, Error, Result, Tensor};
@@ -80,8 +80,7 @@ fn main() -> Result<()> {
                 let ms = t0.elapsed().as_secs_f64() * 1e3 / iters as f64;
                 println!("prefill {causal:?} bf16 d={d} H={h} KVH={kvh} q={lq} kv={lk} variant {w} [{name}]: {ms:.3} ms, {:.1} TFLOP/s", flops / ms / 1e9);
             }
-            set_tc_variant_d64(2);
-            set_tc_variant_d128(0);
+            reset_tc_variants();
         }
     }
     if args.iter().any(|a| a == "--prefill-only") {

@@ -7,7 +7,7 @@
 #[path = "cuda_util/mod.rs"]
 mod util;
 
-use magpie_core::backend::cuda::attention::{decode_workspace_bytes, flash_decode, flash_forward, set_tc_variant_d128, set_tc_variant_d64, tc_kernel_name, AttnOperand, Causal, DecodeParams, FlashParams};
+use magpie_core::backend::cuda::attention::{decode_workspace_bytes, flash_decode, flash_forward, reset_tc_variants, set_tc_variant_d128, set_tc_variant_d64, tc_kernel_name, AttnOperand, Causal, DecodeParams, FlashParams};
 use magpie_core::backend::cuda::device::{device, CudaDevice};
 use magpie_core::backend::cuda::kern::elem_ptr;
 use magpie_core::ops::nn;
@@ -219,8 +219,7 @@ fn flash_forward_tc_variants() {
             }
         }
     }
-    set_tc_variant_d64(2);
-    set_tc_variant_d128(0);
+    reset_tc_variants();
 }
 
 /// The scale-folding variants take the row max of the unscaled scores: with scale <= 0 the host
@@ -257,8 +256,7 @@ fn flash_forward_tc_variants_nonpositive_scale() {
             }
         }
     }
-    set_tc_variant_d64(2);
-    set_tc_variant_d128(0);
+    reset_tc_variants();
 }
 
 /// Long sequences (every row): each tensor-core variant against variant 2 / 0 (checked against
@@ -307,8 +305,7 @@ fn flash_forward_tc_variants_long() {
             }
         }
     }
-    set_tc_variant_d64(2);
-    set_tc_variant_d128(0);
+    reset_tc_variants();
 }
 
 #[test]

@@ -135,7 +135,7 @@ const TC_D64: [(&str, usize, usize, bool, bool); 7] = [
     ("flash_tc_d64_w4m2_fx", 4, 32, true, true),
     ("flash_tc_d64_w4m2_fqx", 4, 32, true, true),
 ];
-const TC_D64_DEFAULT: usize = 2;
+const TC_D64_DEFAULT: usize = 3;
 
 /// The head_dim-128 variants, as [`TC_D64`].
 const TC_D128: [(&str, usize, usize, bool, bool); 4] = [
@@ -144,15 +144,15 @@ const TC_D128: [(&str, usize, usize, bool, bool); 4] = [
     ("flash_tc_d128_w4_f", 4, 16, true, false),
     ("flash_tc_d128_w4_fx", 4, 16, true, true),
 ];
-const TC_D128_DEFAULT: usize = 0;
+const TC_D128_DEFAULT: usize = 2;
 
 /// The head_dim-128 tensor-core kernel variant (see [`set_tc_variant_d128`]).
 static TC_VARIANT_D128: AtomicUsize = AtomicUsize::new(UNSET);
 
 /// Picks the head_dim-64 tensor-core kernel variant, for benchmarks and tests: 0 = 4 warps x 16
-/// query rows, 1 = 8 warps x 16 rows, 2 = 4 warps x 32 rows (the default), 3 = 2 with the scale
-/// folded into the exponential and the rescale skipped while the row max stays (FA_FOLD), 4 = 3
-/// with Q reloaded per tile (3 blocks per multiprocessor), 5 = 3 with exponentials in 16-bit pairs
+/// query rows, 1 = 8 warps x 16 rows, 2 = 4 warps x 32 rows, 3 = 2 with the scale folded into the
+/// exponential and the rescale skipped while the row max stays (FA_FOLD; the default), 4 = 3 with Q
+/// reloaded per tile (3 blocks per multiprocessor), 5 = 3 with exponentials in 16-bit pairs
 /// (FA_X2), 6 = 4 with FA_X2. Without a call, `MAGPIE_FLASH_D64` (a number) picks it. Variants 3-6
 /// need scale > 0 (else 2 runs) and 5-6 sm_90 (else 3 or 4).
 #[doc(hidden)]
@@ -161,11 +161,19 @@ pub fn set_tc_variant_d64(v: usize) {
 }
 
 /// Picks the head_dim-128 tensor-core kernel variant, for benchmarks and tests: 0 = P packed next
-/// to its use (the default), 1 = P packed right after the softmax, 2 = 0 with FA_FOLD, 3 = 1 with
+/// to its use, 1 = P packed right after the softmax, 2 = 0 with FA_FOLD (the default), 3 = 1 with
 /// FA_FOLD and FA_X2 (as for [`set_tc_variant_d64`]). Without a call, `MAGPIE_FLASH_D128` picks it.
 #[doc(hidden)]
 pub fn set_tc_variant_d128(v: usize) {
     TC_VARIANT_D128.store(v.min(TC_D128.len() - 1), Ordering::Relaxed);
+}
+
+/// Forgets the variants picked by [`set_tc_variant_d64`] / [`set_tc_variant_d128`]: the next call
+/// takes the environment's or the default.
+#[doc(hidden)]
+pub fn reset_tc_variants() {
+    TC_VARIANT_D64.store(UNSET, Ordering::Relaxed);
+    TC_VARIANT_D128.store(UNSET, Ordering::Relaxed);
 }
 
 /// The variant in `cell`: set, else from the environment variable `var`, else `default`.
