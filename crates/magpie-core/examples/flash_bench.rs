@@ -1,12 +1,16 @@
-//! Flash attention timings on cuda:0: causal bf16 prefill (head_dim 64, 32 query / 8 kv heads)
-//! in ms and TFLOP/s, and split-KV decode in GB/s of K/V read. For diagnosis, not a test.
+//! Flash attention timings on cuda:0: the bf16 prefill (32 query / 8 kv heads, head_dim 64 and
+//! 128, causal, GQA) of every tensor-core variant at 4k-100k tokens and a 4096-query chunk at the
+//! end of 98k keys (the engine's chunked prefill) in ms and TFLOP/s, then split-KV decode in GB/s
+//! of K/V read. `benchmark/flash/sdpa_fwd_torch.py` times PyTorch's SDPA at the same shapes.
+//! Arguments: `--prefill-only`, `--variants 2,3` (the head_dim-64 variants; head_dim 128 runs the
+//! same numbers that exist), `--seqs 4096,16384`. For diagnosis, not a test.
 //!
 //!     cargo run --release -p magpie-core --example flash_bench
 
-use magpie_core::backend::cuda::attention::{decode_workspace_bytes, flash_decode, flash_forward, set_tc_variant_d128, set_tc_variant_d64, AttnOperand, Causal, DecodeParams, FlashParams};
+use magpie_core::backend::cuda::attention::{decode_workspace_bytes, flash_decode, flash_forward, reset_tc_variants, set_tc_variant_d128, set_tc_variant_d64, tc_kernel_name, AttnOperand, Causal, DecodeParams, FlashParams};
 use magpie_core::backend::cuda::device::device;
 use magpie_core::backend::cuda::kern::elem_ptr;
-use magpie_core::{DType, Device, Result, Tensor};
+use magpie_core::{DType, Device, Error, Result, Tensor};
 use std::time::Instant;
 
 const GPU: Device = Device::Cuda(0);
@@ -21,41 +25,66 @@ fn opnd(ptr: u64, h: usize, s: usize, d: usize) -> AttnOperand {
     AttnOperand { ptr, sb: (h * s * d) as i64, sh: (s * d) as i64, ss: d as i64 }
 }
 
+/// The comma-separated numbers after `flag`, or `default`.
+fn list(args: &[String], flag: &str, default: &[usize]) -> Result<Vec<usize>> {
+    match args.iter().position(|a| a == flag) {
+        None => Ok(default.to_vec()),
+        Some(i) => {
+            let s = args.get(i + 1).ok_or_else(|| Error::value("flash_bench", format!("{flag} needs a value")))?;
+            s.split(',').map(|x| x.trim().parse::<usize>().map_err(|e| Error::value("flash_bench", format!("{flag} {s}: {e}")))).collect()
+        }
+    }
+}
+
 fn main() -> Result<()> {
     if !magpie_core::backend::cuda::is_available() {
         println!("CUDA not available");
         return Ok(());
     }
+    let args: Vec<String> = std::env::args().collect();
+    let variants = list(&args, "--variants", &[0, 1, 2, 3, 4, 5, 6])?;
+    let seqs = list(&args, "--seqs", &[4096, 16384, 32768, 100_000])?;
     let dev = device("bench", 0)?;
     println!("device: {:?}, {} SMs", dev, dev.sm_count);
     let dt = DType::BF16;
-    for (d, h, kvh) in [(64usize, 32usize, 8usize), (128, 16, 8)] {
-        for s in [4096usize, 16384, 65536] {
-            let (_q, qp) = buf(&[1, h, s, d], dt)?;
-            let (_k, kp) = buf(&[1, kvh, s, d], dt)?;
-            let (_v, vp) = buf(&[1, kvh, s, d], dt)?;
-            let (_o, op) = buf(&[1, h, s, d], dt)?;
-            let p = FlashParams { dtype: dt, batch: 1, n_heads: h, n_kv_heads: kvh, head_dim: d, q_len: s, kv_len: s, scale: 1.0 / (d as f32).sqrt(), causal: Causal::TopLeft };
-            let variants: &[(usize, &str)] = if d == 64 { &[(0, "4 warps x 16 rows"), (1, "8 warps x 16 rows"), (2, "4 warps x 32 rows")] } else { &[(0, "P packed late"), (1, "P packed early")] };
-            for &(w, label) in variants {
+    let h = 32;
+    let kvh = 8;
+    for d in [64usize, 128] {
+        // (q_len, kv_len): square causal prompts, then the last 4096-token chunk of a 100k prompt
+        let mut shapes: Vec<(usize, usize, Causal)> = seqs.iter().map(|&s| (s, s, Causal::TopLeft)).collect();
+        shapes.push((4096, 98_304, Causal::BottomRight));
+        for (lq, lk, causal) in shapes {
+            let (_q, qp) = buf(&[1, h, lq, d], dt)?;
+            let (_k, kp) = buf(&[1, kvh, lk, d], dt)?;
+            let (_v, vp) = buf(&[1, kvh, lk, d], dt)?;
+            let (_o, op) = buf(&[1, h, lq, d], dt)?;
+            let p = FlashParams { dtype: dt, batch: 1, n_heads: h, n_kv_heads: kvh, head_dim: d, q_len: lq, kv_len: lk, scale: 1.0 / (d as f32).sqrt(), causal };
+            // multiply-adds of the visible (query, key) pairs, 2 products (QK^T, PV), 2 FLOP each
+            let off = lk - lq;
+            let pairs: f64 = (0..lq).map(|i| (i + off + 1).min(lk) as f64).sum();
+            let flops = 4.0 * pairs * h as f64 * d as f64;
+            let nv = if d == 64 { 7 } else { 4 };
+            for &w in variants.iter().filter(|&&w| w < nv) {
                 set_tc_variant_d64(w);
                 set_tc_variant_d128(w);
-                let run = || flash_forward(&dev, &p, opnd(qp, h, s, d), opnd(kp, kvh, s, d), opnd(vp, kvh, s, d), opnd(op, h, s, d), None);
+                let name = tc_kernel_name(&dev, &p);
+                let run = || flash_forward(&dev, &p, opnd(qp, h, lq, d), opnd(kp, kvh, lk, d), opnd(vp, kvh, lk, d), opnd(op, h, lq, d), None);
                 run()?;
                 dev.synchronize()?;
-                let iters = (65536 * 4 / s).clamp(3, 20);
+                let iters = ((2e13 / flops) as usize).clamp(3, 20);
                 let t0 = Instant::now();
                 for _ in 0..iters {
                     run()?;
                 }
                 dev.synchronize()?;
                 let ms = t0.elapsed().as_secs_f64() * 1e3 / iters as f64;
-                let flops = 2.0 * (s as f64) * (s as f64) * h as f64 * d as f64; // causal: half of 4 S^2 H d
-                println!("prefill causal bf16 d={d} H={h} KVH={kvh} S={s} [{label}]: {ms:.3} ms, {:.1} TFLOP/s", flops / ms / 1e9);
+                println!("prefill {causal:?} bf16 d={d} H={h} KVH={kvh} q={lq} kv={lk} variant {w} [{name}]: {ms:.3} ms, {:.1} TFLOP/s", flops / ms / 1e9);
             }
-            set_tc_variant_d64(2);
-            set_tc_variant_d128(0);
+            reset_tc_variants();
         }
+    }
+    if args.iter().any(|a| a == "--prefill-only") {
+        return Ok(());
     }
     for (b, h, kvh, d, l) in [(1usize, 32usize, 8usize, 64usize, 32768usize), (1, 32, 8, 128, 32768), (16, 32, 8, 64, 1024), (16, 32, 8, 64, 4096), (64, 32, 8, 64, 1024), (64, 32, 8, 128, 4096)] {
         let (_q, qp) = buf(&[b, h, d], dt)?;

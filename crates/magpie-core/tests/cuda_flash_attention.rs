@@ -7,7 +7,7 @@
 #[path = "cuda_util/mod.rs"]
 mod util;
 
-use magpie_core::backend::cuda::attention::{decode_workspace_bytes, flash_decode, flash_forward, set_tc_variant_d128, set_tc_variant_d64, AttnOperand, Causal, DecodeParams, FlashParams};
+use magpie_core::backend::cuda::attention::{decode_workspace_bytes, flash_decode, flash_forward, reset_tc_variants, set_tc_variant_d128, set_tc_variant_d64, tc_kernel_name, AttnOperand, Causal, DecodeParams, FlashParams};
 use magpie_core::backend::cuda::device::{device, CudaDevice};
 use magpie_core::backend::cuda::kern::elem_ptr;
 use magpie_core::ops::nn;
@@ -16,6 +16,9 @@ use std::sync::Arc;
 use util::{gpu, Rng};
 
 const GPU: Device = Device::Cuda(0);
+
+/// Held by the tests that switch the (process-wide) tensor-core kernel variant.
+static VARIANTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn dev() -> Arc<CudaDevice> {
     device("test", 0).unwrap()
@@ -169,36 +172,140 @@ fn flash_forward_matches_reference() {
     }
 }
 
-/// Every variant of the tensor-core kernels (the defaults are covered everywhere else).
+/// Every variant of the tensor-core kernels (the defaults are covered everywhere else), each shape's
+/// inputs and reference computed once for all of them.
 #[test]
 fn flash_forward_tc_variants() {
     if gpu().is_none() {
         return;
     }
+    let _guard = VARIANTS.lock().unwrap_or_else(|e| e.into_inner());
+    let d = dev();
     let mut rng = Rng::new(7);
-    for variant in [0, 1, 2] {
-        set_tc_variant_d64(variant);
+    for (hd, variants, lens) in [(64usize, 7usize, &[(1usize, 1usize), (63, 65), (129, 129), (200, 17), (300, 1000)][..]), (128, 4, &[(1, 1), (63, 65), (200, 17), (300, 1000)][..])] {
         for dt in [DType::BF16, DType::F16] {
-            for &(lq, lk) in &[(1usize, 1usize), (63, 65), (129, 129), (200, 17), (300, 1000)] {
+            for &(lq, lk) in lens {
                 for causal in [Causal::None, Causal::TopLeft, Causal::BottomRight] {
-                    let s = Shape { b: 2, h: 4, kvh: 2, d: 64, lq, lk };
-                    run_case(&mut rng, dt, &s, causal, Some(&[lk, lk / 2]), variant == 1, None);
+                    for tm in [false, true] {
+                        // amplitude 3: scores spread over more than 2^8, so stale maxima get replaced
+                        let amp = if tm { 3.0 } else { 1.0 };
+                        let s = Shape { b: 2, h: 4, kvh: 2, d: hd, lq, lk };
+                        let q = data(&mut rng, s.b * s.h * s.lq * s.d, dt, amp);
+                        let k = data(&mut rng, s.b * s.kvh * s.lk * s.d, dt, amp);
+                        let v = data(&mut rng, s.b * s.kvh * s.lk * s.d, dt, 1.0);
+                        let (_tq, oq) = upload(&q, s.b, s.h, s.lq, s.d, tm, dt);
+                        let (_tk, ok) = upload(&k, s.b, s.kvh, s.lk, s.d, tm, dt);
+                        let (_tv, ov) = upload(&v, s.b, s.kvh, s.lk, s.d, tm, dt);
+                        let lens = [lk, lk / 2];
+                        let lens_t = Tensor::from_vec(lens.iter().map(|&x| x as i32).collect::<Vec<i32>>(), &[s.b]).unwrap().to_device(GPU).unwrap();
+                        let lens_ptr = elem_ptr("test", &lens_t).unwrap().0;
+                        let scale = 1.0 / (s.d as f64).sqrt();
+                        let want = reference(&q, &k, &v, &s, scale, causal, &lens, None);
+                        let p = FlashParams { dtype: dt, batch: s.b, n_heads: s.h, n_kv_heads: s.kvh, head_dim: s.d, q_len: s.lq, kv_len: s.lk, scale: scale as f32, causal };
+                        for variant in 0..variants {
+                            if hd == 64 {
+                                set_tc_variant_d64(variant);
+                            } else {
+                                set_tc_variant_d128(variant);
+                            }
+                            let (to, oo) = zeros_dev(s.b, s.h, s.lq, s.d, tm, dt);
+                            flash_forward(&d, &p, oq, ok, ov, oo, Some(lens_ptr)).unwrap();
+                            let got = download(&to, tm);
+                            let what = format!("variant {variant} ({}) {dt:?} d{hd} lq{lq} lk{lk} {causal:?} token_major {tm}", tc_kernel_name(&d, &p));
+                            check(&what, &got, &want, &s, dt);
+                        }
+                    }
                 }
             }
         }
     }
-    set_tc_variant_d64(2);
-    for variant in [1, 0] {
-        set_tc_variant_d128(variant);
-        for dt in [DType::BF16, DType::F16] {
-            for &(lq, lk) in &[(1usize, 1usize), (63, 65), (200, 17), (300, 1000)] {
-                for causal in [Causal::None, Causal::TopLeft, Causal::BottomRight] {
-                    let s = Shape { b: 2, h: 4, kvh: 2, d: 128, lq, lk };
-                    run_case(&mut rng, dt, &s, causal, Some(&[lk, lk / 2]), variant == 1, None);
+    reset_tc_variants();
+}
+
+/// The scale-folding variants take the row max of the unscaled scores: with scale <= 0 the host
+/// runs the plain kernel instead (a negative scale turns the max into the min).
+#[test]
+fn flash_forward_tc_variants_nonpositive_scale() {
+    if gpu().is_none() {
+        return;
+    }
+    let _guard = VARIANTS.lock().unwrap_or_else(|e| e.into_inner());
+    let d = dev();
+    let mut rng = Rng::new(11);
+    for (hd, variants) in [(64usize, 7usize), (128, 4)] {
+        for scale in [-0.3f64, 0.0] {
+            let s = Shape { b: 1, h: 2, kvh: 1, d: hd, lq: 70, lk: 130 };
+            let dt = DType::BF16;
+            let q = data(&mut rng, s.b * s.h * s.lq * s.d, dt, 1.0);
+            let k = data(&mut rng, s.b * s.kvh * s.lk * s.d, dt, 1.0);
+            let v = data(&mut rng, s.b * s.kvh * s.lk * s.d, dt, 1.0);
+            let (_tq, oq) = upload(&q, s.b, s.h, s.lq, s.d, false, dt);
+            let (_tk, ok) = upload(&k, s.b, s.kvh, s.lk, s.d, false, dt);
+            let (_tv, ov) = upload(&v, s.b, s.kvh, s.lk, s.d, false, dt);
+            let want = reference(&q, &k, &v, &s, scale, Causal::TopLeft, &[s.lk], None);
+            let p = FlashParams { dtype: dt, batch: s.b, n_heads: s.h, n_kv_heads: s.kvh, head_dim: s.d, q_len: s.lq, kv_len: s.lk, scale: scale as f32, causal: Causal::TopLeft };
+            for variant in 0..variants {
+                if hd == 64 {
+                    set_tc_variant_d64(variant);
+                } else {
+                    set_tc_variant_d128(variant);
                 }
+                let (to, oo) = zeros_dev(s.b, s.h, s.lq, s.d, false, dt);
+                flash_forward(&d, &p, oq, ok, ov, oo, None).unwrap();
+                check(&format!("variant {variant} d{hd} scale {scale}"), &download(&to, false), &want, &s, dt);
             }
         }
     }
+    reset_tc_variants();
+}
+
+/// Long sequences (every row): each tensor-core variant against variant 2 / 0 (checked against
+/// the f64 reference above), causal top-left over 8191 tokens and a 1000-query chunk at the end of
+/// 9000 keys (bottom-right, as a chunked prefill runs), GQA 8 / 2 heads.
+#[test]
+fn flash_forward_tc_variants_long() {
+    if gpu().is_none() {
+        return;
+    }
+    let _guard = VARIANTS.lock().unwrap_or_else(|e| e.into_inner());
+    let d = dev();
+    let mut rng = Rng::new(13);
+    for (hd, variants) in [(64usize, 7usize), (128, 4)] {
+        for (lq, lk, causal) in [(8191usize, 8191usize, Causal::TopLeft), (1000, 9000, Causal::BottomRight)] {
+            let dt = DType::BF16;
+            let s = Shape { b: 1, h: 8, kvh: 2, d: hd, lq, lk };
+            let q = data(&mut rng, s.b * s.h * s.lq * s.d, dt, 3.0);
+            let k = data(&mut rng, s.b * s.kvh * s.lk * s.d, dt, 3.0);
+            let v = data(&mut rng, s.b * s.kvh * s.lk * s.d, dt, 1.0);
+            let (_tq, oq) = upload(&q, s.b, s.h, s.lq, s.d, false, dt);
+            let (_tk, ok) = upload(&k, s.b, s.kvh, s.lk, s.d, false, dt);
+            let (_tv, ov) = upload(&v, s.b, s.kvh, s.lk, s.d, false, dt);
+            let p = FlashParams { dtype: dt, batch: s.b, n_heads: s.h, n_kv_heads: s.kvh, head_dim: s.d, q_len: s.lq, kv_len: s.lk, scale: 1.0 / (hd as f32).sqrt(), causal };
+            let mut outs = Vec::new();
+            for variant in 0..variants {
+                if hd == 64 {
+                    set_tc_variant_d64(variant);
+                } else {
+                    set_tc_variant_d128(variant);
+                }
+                let (to, oo) = zeros_dev(s.b, s.h, s.lq, s.d, false, dt);
+                flash_forward(&d, &p, oq, ok, ov, oo, None).unwrap();
+                outs.push(download(&to, false));
+            }
+            let base = if hd == 64 { 2 } else { 0 };
+            let amax = outs[base].iter().fold(0.0f64, |a, x| a.max(x.abs())).max(1e-3);
+            for (variant, got) in outs.iter().enumerate() {
+                let mut worst = 0.0f64;
+                for (i, (g, w)) in got.iter().zip(&outs[base]).enumerate() {
+                    let err = (g - w).abs();
+                    assert!(err.is_finite() && err <= tol(dt) * amax, "variant {variant} d{hd} lq{lq} lk{lk}: element {i} got {g}, variant {base} gives {w}");
+                    worst = worst.max(err);
+                }
+                eprintln!("long d{hd} lq{lq} lk{lk} variant {variant}: max difference to variant {base} {worst:.2e} (max |out| {amax:.3})");
+            }
+        }
+    }
+    reset_tc_variants();
 }
 
 #[test]

@@ -117,25 +117,97 @@ struct KDecParams {
     ws_lse: u64,
 }
 
-/// The head_dim-64 tensor-core kernel variant: 0 = 4 warps x 16 rows, 1 = 8 warps x 16 rows,
-/// 2 = 4 warps x 32 rows (the default); a tuning knob.
-static TC_VARIANT_D64: AtomicUsize = AtomicUsize::new(2);
+/// "No variant picked yet": the first use reads the environment (see [`tc_variant`]).
+const UNSET: usize = usize::MAX;
 
-/// Picks the head_dim-64 tensor-core kernel variant (0: 4 warps x 16 query rows, 1: 8 warps x 16
-/// rows, 2: 4 warps x 32 rows); for benchmarks and tests.
+/// The head_dim-64 tensor-core kernel variant (see [`set_tc_variant_d64`]); a tuning knob.
+static TC_VARIANT_D64: AtomicUsize = AtomicUsize::new(UNSET);
+
+/// The head_dim-64 variants, by number: kernel name, warps, query rows per warp, and whether it
+/// folds the scale into the exponential (FA_FOLD: scale > 0 only) and exponentiates pairs in 16 bits
+/// (FA_X2: sm_90 and later).
+const TC_D64: [(&str, usize, usize, bool, bool); 7] = [
+    ("flash_tc_d64_w4", 4, 16, false, false),
+    ("flash_tc_d64_w8", 8, 16, false, false),
+    ("flash_tc_d64_w4m2", 4, 32, false, false),
+    ("flash_tc_d64_w4m2_f", 4, 32, true, false),
+    ("flash_tc_d64_w4m2_fq", 4, 32, true, false),
+    ("flash_tc_d64_w4m2_fx", 4, 32, true, true),
+    ("flash_tc_d64_w4m2_fqx", 4, 32, true, true),
+];
+const TC_D64_DEFAULT: usize = 3;
+
+/// The head_dim-128 variants, as [`TC_D64`].
+const TC_D128: [(&str, usize, usize, bool, bool); 4] = [
+    ("flash_tc_d128_w4", 4, 16, false, false),
+    ("flash_tc_d128_w4e", 4, 16, false, false),
+    ("flash_tc_d128_w4_f", 4, 16, true, false),
+    ("flash_tc_d128_w4_fx", 4, 16, true, true),
+];
+const TC_D128_DEFAULT: usize = 2;
+
+/// The head_dim-128 tensor-core kernel variant (see [`set_tc_variant_d128`]).
+static TC_VARIANT_D128: AtomicUsize = AtomicUsize::new(UNSET);
+
+/// Picks the head_dim-64 tensor-core kernel variant, for benchmarks and tests: 0 = 4 warps x 16
+/// query rows, 1 = 8 warps x 16 rows, 2 = 4 warps x 32 rows, 3 = 2 with the scale folded into the
+/// exponential and the rescale skipped while the row max stays (FA_FOLD; the default), 4 = 3 with Q
+/// reloaded per tile (3 blocks per multiprocessor), 5 = 3 with exponentials in 16-bit pairs
+/// (FA_X2), 6 = 4 with FA_X2. Without a call, `MAGPIE_FLASH_D64` (a number) picks it. Variants 3-6
+/// need scale > 0 (else 2 runs) and 5-6 sm_90 (else 3 or 4).
 #[doc(hidden)]
 pub fn set_tc_variant_d64(v: usize) {
-    TC_VARIANT_D64.store(v.min(2), Ordering::Relaxed);
+    TC_VARIANT_D64.store(v.min(TC_D64.len() - 1), Ordering::Relaxed);
 }
 
-/// The head_dim-128 tensor-core kernel variant: 0 = P packed next to its use (the default),
-/// 1 = P packed right after the softmax.
-static TC_VARIANT_D128: AtomicUsize = AtomicUsize::new(0);
-
-/// Picks the head_dim-128 tensor-core kernel variant (0 or 1); for benchmarks and tests.
+/// Picks the head_dim-128 tensor-core kernel variant, for benchmarks and tests: 0 = P packed next
+/// to its use, 1 = P packed right after the softmax, 2 = 0 with FA_FOLD (the default), 3 = 1 with
+/// FA_FOLD and FA_X2 (as for [`set_tc_variant_d64`]). Without a call, `MAGPIE_FLASH_D128` picks it.
 #[doc(hidden)]
 pub fn set_tc_variant_d128(v: usize) {
-    TC_VARIANT_D128.store(v.min(1), Ordering::Relaxed);
+    TC_VARIANT_D128.store(v.min(TC_D128.len() - 1), Ordering::Relaxed);
+}
+
+/// Forgets the variants picked by [`set_tc_variant_d64`] / [`set_tc_variant_d128`]: the next call
+/// takes the environment's or the default.
+#[doc(hidden)]
+pub fn reset_tc_variants() {
+    TC_VARIANT_D64.store(UNSET, Ordering::Relaxed);
+    TC_VARIANT_D128.store(UNSET, Ordering::Relaxed);
+}
+
+/// The variant in `cell`: set, else from the environment variable `var`, else `default`.
+fn tc_variant(cell: &AtomicUsize, var: &str, default: usize, n: usize) -> usize {
+    let v = cell.load(Ordering::Relaxed);
+    if v != UNSET {
+        return v;
+    }
+    let v = std::env::var(var).ok().and_then(|s| s.trim().parse::<usize>().ok()).map_or(default, |v| v.min(n - 1));
+    // a concurrent setter wins
+    match cell.compare_exchange(UNSET, v, Ordering::Relaxed, Ordering::Relaxed) {
+        Ok(_) => v,
+        Err(cur) => cur,
+    }
+}
+
+/// The tensor-core kernel for `p` on an sm_`arch` device: name, warps, query rows per warp.
+fn tc_kernel(p: &FlashParams, arch: i32) -> (&'static str, usize, usize) {
+    let (table, mut v, fallback): (&[(&'static str, usize, usize, bool, bool)], usize, usize) = if p.head_dim == 64 {
+        (&TC_D64, tc_variant(&TC_VARIANT_D64, "MAGPIE_FLASH_D64", TC_D64_DEFAULT, TC_D64.len()), 2)
+    } else {
+        (&TC_D128, tc_variant(&TC_VARIANT_D128, "MAGPIE_FLASH_D128", TC_D128_DEFAULT, TC_D128.len()), 0)
+    };
+    let (_, _, _, fold, x2) = table[v];
+    if x2 && arch < 9 {
+        // the same variant without FA_X2 (bf16 pairs need sm_90)
+        v = if p.head_dim == 64 { v - 2 } else { 2 };
+    }
+    if fold && p.scale <= 0.0 {
+        // FA_FOLD takes the row max of the unscaled scores
+        v = fallback;
+    }
+    let (name, warps, rows, _, _) = table[v];
+    (name, warps, rows)
 }
 
 pub(super) fn check_common(op: &str, dtype: DType, n_heads: usize, n_kv_heads: usize, head_dim: usize) -> Result<()> {
@@ -180,6 +252,13 @@ pub(super) fn set_smem(op: &str, f: Func, bytes: usize) -> Result<()> {
             .map_err(|e| drv(op, format!("setting the shared memory size ({bytes} bytes): {e}")))?;
     }
     Ok(())
+}
+
+/// The name of the tensor-core kernel [`flash_forward`] runs for `p` on `dev` (when
+/// [`uses_tensor_cores`] holds); for benchmarks.
+#[doc(hidden)]
+pub fn tc_kernel_name(dev: &CudaDevice, p: &FlashParams) -> &'static str {
+    tc_kernel(p, dev.arch.0).0
 }
 
 /// True when [`flash_forward`] takes the tensor-core kernel for these params and operands.
@@ -249,13 +328,7 @@ pub fn flash_forward_lse(dev: &CudaDevice, p: &FlashParams, q: AttnOperand, k: A
         pad: 0,
     };
     if uses_tensor_cores(dev, p, &[q, k, v, o]) {
-        let (name, warps, rows): (&'static str, usize, usize) = match (p.head_dim, TC_VARIANT_D64.load(Ordering::Relaxed)) {
-            (64, 0) => ("flash_tc_d64_w4", 4, 16),
-            (64, 1) => ("flash_tc_d64_w8", 8, 16),
-            (64, _) => ("flash_tc_d64_w4m2", 4, 32),
-            _ if TC_VARIANT_D128.load(Ordering::Relaxed) == 1 => ("flash_tc_d128_w4e", 4, 16),
-            _ => ("flash_tc_d128_w4", 4, 16),
-        };
+        let (name, warps, rows) = tc_kernel(p, dev.arch.0);
         let bm = rows * warps;
         let smem = (bm + 4 * 64) * p.head_dim * 2;
         let f = kfunc(dev, KFile::Attention, p.dtype, name)?;

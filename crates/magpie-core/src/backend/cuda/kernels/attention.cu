@@ -1,5 +1,6 @@
 // Flash attention (after the preamble and kcommon.cuh; the host defines T, one module per dtype):
-//   flash_tc_d64_w4 / _w8 / _w4m2, flash_tc_d128_w4 / _w4e  tensor-core prefill (T = bf16_t or half_t)
+//   flash_tc_d64_w4 / _w8 / _w4m2[_f/_fq/_fx/_fqx],       tensor-core prefill (T = bf16_t or half_t)
+//   flash_tc_d128_w4[_f/_fx] / _w4e
 //   flash_generic                                          scalar prefill, any head_dim <= 256
 //   decode_split / decode_combine                          split-KV decode ("flash decoding")
 // Every path is an online softmax over key tiles: O(q_len + kv_len) memory. Scores are kept in
@@ -12,9 +13,44 @@
 // S = Q K^T and O += P V with mma.m16n8k16; the online softmax runs on the accumulator fragments
 // in registers.
 // ---------------------------------------------------------------------------------------------
-template <int D, int NW, int MT, bool LATE, bool BF>
+// Options of the tensor-core kernel (bits of OPT):
+//   FA_FOLD  scores stay unscaled until the exponential (one FFMA per score: s * scale - max),
+//            and a row keeps a stale running max until a tile raises it by more than 2^FA_TAU, so the
+//            accumulator rescale (a warp-uniform branch) is skipped on almost every tile. Needs
+//            scale > 0 (the host checks).
+//   FA_QR    the Q fragments are reloaded from shared memory for every tile (ldmatrix) instead of
+//            living in registers: fewer registers, 3 blocks per multiprocessor instead of 2.
+//   FA_X2    exponentials two at a time in 16-bit (ex2.approx.{bf16x2,f16x2}: the packed P comes
+//            out of the ex2 directly) and the row sums from one more mma with a B of ones; the
+//            exponent is rounded to 16 bits, so the running max is kept exact (no stale max).
+#define FA_FOLD 1
+#define FA_QR 2
+#define FA_X2 4
+#define FA_TAU 8.f
+
+// 2^x of a packed pair of 16-bit floats.
+template <bool BF>
+__device__ __forceinline__ unsigned fa_exp2x2(unsigned x) {
+    unsigned y;
+    if (BF) {
+#if __CUDA_ARCH__ >= 900
+        asm("ex2.approx.ftz.bf16x2 %0, %1;" : "=r"(y) : "r"(x));
+#else
+        // no bf16 ex2 before sm_90 (the host does not pick FA_X2 there; this keeps the module compiling)
+        y = fa_pack<true>(fa_exp2(__uint_as_float(x << 16)), fa_exp2(__uint_as_float(x & 0xffff0000u)));
+#endif
+    } else {
+        asm("ex2.approx.f16x2 %0, %1;" : "=r"(y) : "r"(x));
+    }
+    return y;
+}
+
+template <int D, int NW, int MT, bool LATE, bool BF, int OPT = 0>
 __device__ __forceinline__ void flash_tc(const FaParams& p) {
     constexpr int BM = 16 * MT * NW, BN = 64, NT = 32 * NW, CH = D / 8;
+    constexpr bool FOLD = (OPT & FA_FOLD) != 0, QR = (OPT & FA_QR) != 0, X2 = (OPT & FA_X2) != 0;
+    constexpr float TAU = X2 ? 0.f : FA_TAU;
+    static_assert(!X2 || FOLD, "FA_X2 needs FA_FOLD");
     typedef unsigned short u16;
     u16* sQ = (u16*)fa_smem;
     u16* sK = sQ + BM * D;
@@ -66,16 +102,19 @@ __device__ __forceinline__ void flash_tc(const FaParams& p) {
 #pragma unroll
         for (int hf = 0; hf < 2; hf++) lim[mt][hf] = fa_limit(p.causal, kvl, off, m0 + warp * 16 * MT + mt * 16 + g + 8 * hf);
 
-    unsigned qf[MT][D / 16][4];
+    unsigned qf[QR ? 1 : MT][QR ? 1 : D / 16][4];
     float o[MT][D / 8][4];
-    float mr[MT][2], lr[MT][2];
+    // X2: lr[mt] is an mma accumulator (row g in [0], row g+8 in [2]: full row sums); else
+    // per-thread partial sums in [0] and [1]
+    float mr[MT][2], lr[MT][4];
 #pragma unroll
     for (int mt = 0; mt < MT; mt++) {
 #pragma unroll
         for (int i = 0; i < D / 8; i++) o[mt][i][0] = o[mt][i][1] = o[mt][i][2] = o[mt][i][3] = 0.f;
         mr[mt][0] = mr[mt][1] = FA_NEG_INF;
-        lr[mt][0] = lr[mt][1] = 0.f;
+        lr[mt][0] = lr[mt][1] = lr[mt][2] = lr[mt][3] = 0.f;
     }
+    const unsigned ones = BF ? 0x3f803f80u : 0x3c003c00u;
 
     if (ntiles == 0) {
         fa_cp_wait<0>();
@@ -90,14 +129,16 @@ __device__ __forceinline__ void flash_tc(const FaParams& p) {
             fa_cp_wait<0>();
         }
         __syncthreads();
-        if (j == 0) {
+        if constexpr (!QR) {
+            if (j == 0) {
 #pragma unroll
-            for (int mt = 0; mt < MT; mt++)
+                for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-                for (int ks = 0; ks < D / 16; ks++) {
-                    int r = warp * 16 * MT + mt * 16 + (lane & 15), ch = ks * 2 + (lane >> 4);
-                    fa_ldsm4(qf[mt][ks], sQ + r * D + ((ch ^ (r & 7)) * 8));
-                }
+                    for (int ks = 0; ks < D / 16; ks++) {
+                        int r = warp * 16 * MT + mt * 16 + (lane & 15), ch = ks * 2 + (lane >> 4);
+                        fa_ldsm4(qf[mt][ks], sQ + r * D + ((ch ^ (r & 7)) * 8));
+                    }
+            }
         }
         const u16* tk = sK + (j & 1) * BN * D;
         const u16* tv = sV + (j & 1) * BN * D;
@@ -110,6 +151,14 @@ __device__ __forceinline__ void flash_tc(const FaParams& p) {
             for (int i = 0; i < BN / 8; i++) s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.f;
 #pragma unroll
         for (int ks = 0; ks < D / 16; ks++) {
+            unsigned qa[MT][4];
+            if constexpr (QR) {
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    int r = warp * 16 * MT + mt * 16 + (lane & 15), ch = ks * 2 + (lane >> 4);
+                    fa_ldsm4(qa[mt], sQ + r * D + ((ch ^ (r & 7)) * 8));
+                }
+            }
 #pragma unroll
             for (int np = 0; np < BN / 16; np++) {
                 unsigned kb[4];
@@ -117,12 +166,13 @@ __device__ __forceinline__ void flash_tc(const FaParams& p) {
                 fa_ldsm4(kb, tk + r * D + ((ch ^ (r & 7)) * 8));
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++) {
-                    fa_mma<BF>(s[mt][2 * np], qf[mt][ks], kb[0], kb[1]);
-                    fa_mma<BF>(s[mt][2 * np + 1], qf[mt][ks], kb[2], kb[3]);
+                    const unsigned* qk = QR ? qa[mt] : qf[QR ? 0 : mt][QR ? 0 : ks];
+                    fa_mma<BF>(s[mt][2 * np], qk, kb[0], kb[1]);
+                    fa_mma<BF>(s[mt][2 * np + 1], qk, kb[2], kb[3]);
                 }
             }
         }
-        // scale to the log2 domain; mask only where the tile crosses a boundary
+        // mask only where the tile crosses a boundary
         const bool need = (j0 + BN > kvl) || (p.causal && j0 + BN - 1 > m0 + off);
         unsigned pa[MT][BN / 16][4];
 #pragma unroll
@@ -132,7 +182,8 @@ __device__ __forceinline__ void flash_tc(const FaParams& p) {
             for (int nb = 0; nb < BN / 8; nb++) {
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
-                    float x = s[mt][nb][e] * sl2;
+                    // FOLD: raw scores (the scale goes into the exponential); else the log2 domain
+                    float x = FOLD ? s[mt][nb][e] : s[mt][nb][e] * sl2;
                     if (need) {
                         int key = j0 + nb * 8 + 2 * t + (e & 1);
                         if (key >= lim[mt][e >> 1]) x = FA_NEG_INF;
@@ -146,31 +197,82 @@ __device__ __forceinline__ void flash_tc(const FaParams& p) {
             mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
             mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
             mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-            const float mn0 = fmaxf(mr[mt][0], mx0), mn1 = fmaxf(mr[mt][1], mx1);
-            const float ms0 = mn0 == FA_NEG_INF ? 0.f : mn0, ms1 = mn1 == FA_NEG_INF ? 0.f : mn1;
-            const float a0 = fa_exp2(mr[mt][0] - ms0), a1 = fa_exp2(mr[mt][1] - ms1);
-            mr[mt][0] = mn0;
-            mr[mt][1] = mn1;
-            float ps0 = 0.f, ps1 = 0.f;
+            if constexpr (FOLD) {
+                // the tile's max in the log2 domain (scale > 0); the row's max moves only when
+                // this exceeds it by more than TAU (the exponentials stay <= 2^TAU)
+                mx0 *= sl2;
+                mx1 *= sl2;
+                const float mn0 = (mr[mt][0] == FA_NEG_INF || mx0 > mr[mt][0] + TAU) ? fmaxf(mr[mt][0], mx0) : mr[mt][0];
+                const float mn1 = (mr[mt][1] == FA_NEG_INF || mx1 > mr[mt][1] + TAU) ? fmaxf(mr[mt][1], mx1) : mr[mt][1];
+                const float ms0 = mn0 == FA_NEG_INF ? 0.f : mn0, ms1 = mn1 == FA_NEG_INF ? 0.f : mn1;
+                if (__any_sync(0xffffffffu, mn0 != mr[mt][0] || mn1 != mr[mt][1])) {
+                    const float a0 = fa_exp2(mr[mt][0] - ms0), a1 = fa_exp2(mr[mt][1] - ms1);
 #pragma unroll
-            for (int nb = 0; nb < BN / 8; nb++) {
-                s[mt][nb][0] = fa_exp2(s[mt][nb][0] - ms0);
-                s[mt][nb][1] = fa_exp2(s[mt][nb][1] - ms0);
-                s[mt][nb][2] = fa_exp2(s[mt][nb][2] - ms1);
-                s[mt][nb][3] = fa_exp2(s[mt][nb][3] - ms1);
-                ps0 += s[mt][nb][0] + s[mt][nb][1];
-                ps1 += s[mt][nb][2] + s[mt][nb][3];
-            }
-            lr[mt][0] = lr[mt][0] * a0 + ps0;
-            lr[mt][1] = lr[mt][1] * a1 + ps1;
+                    for (int i = 0; i < D / 8; i++) {
+                        o[mt][i][0] *= a0;
+                        o[mt][i][1] *= a0;
+                        o[mt][i][2] *= a1;
+                        o[mt][i][3] *= a1;
+                    }
+                    lr[mt][0] *= a0;
+                    lr[mt][1] *= X2 ? a0 : a1;
+                    lr[mt][2] *= a1;
+                    lr[mt][3] *= a1;
+                }
+                mr[mt][0] = mn0;
+                mr[mt][1] = mn1;
+                if constexpr (X2) {
+                    // packed: P = 2^(s * scale - max) rounded to 16 bits, straight from the ex2
 #pragma unroll
-            for (int i = 0; i < D / 8; i++) {
-                o[mt][i][0] *= a0;
-                o[mt][i][1] *= a0;
-                o[mt][i][2] *= a1;
-                o[mt][i][3] *= a1;
+                    for (int kk = 0; kk < BN / 16; kk++) {
+                        pa[mt][kk][0] = fa_exp2x2<BF>(fa_pack<BF>(fmaf(s[mt][2 * kk][0], sl2, -ms0), fmaf(s[mt][2 * kk][1], sl2, -ms0)));
+                        pa[mt][kk][1] = fa_exp2x2<BF>(fa_pack<BF>(fmaf(s[mt][2 * kk][2], sl2, -ms1), fmaf(s[mt][2 * kk][3], sl2, -ms1)));
+                        pa[mt][kk][2] = fa_exp2x2<BF>(fa_pack<BF>(fmaf(s[mt][2 * kk + 1][0], sl2, -ms0), fmaf(s[mt][2 * kk + 1][1], sl2, -ms0)));
+                        pa[mt][kk][3] = fa_exp2x2<BF>(fa_pack<BF>(fmaf(s[mt][2 * kk + 1][2], sl2, -ms1), fmaf(s[mt][2 * kk + 1][3], sl2, -ms1)));
+                        // the row sums of the same rounded P that multiplies V
+                        fa_mma<BF>(lr[mt], pa[mt][kk], ones, ones);
+                    }
+                } else {
+                    float ps0 = 0.f, ps1 = 0.f;
+#pragma unroll
+                    for (int nb = 0; nb < BN / 8; nb++) {
+                        s[mt][nb][0] = fa_exp2(fmaf(s[mt][nb][0], sl2, -ms0));
+                        s[mt][nb][1] = fa_exp2(fmaf(s[mt][nb][1], sl2, -ms0));
+                        s[mt][nb][2] = fa_exp2(fmaf(s[mt][nb][2], sl2, -ms1));
+                        s[mt][nb][3] = fa_exp2(fmaf(s[mt][nb][3], sl2, -ms1));
+                        ps0 += s[mt][nb][0] + s[mt][nb][1];
+                        ps1 += s[mt][nb][2] + s[mt][nb][3];
+                    }
+                    lr[mt][0] += ps0;
+                    lr[mt][1] += ps1;
+                }
+            } else {
+                const float mn0 = fmaxf(mr[mt][0], mx0), mn1 = fmaxf(mr[mt][1], mx1);
+                const float ms0 = mn0 == FA_NEG_INF ? 0.f : mn0, ms1 = mn1 == FA_NEG_INF ? 0.f : mn1;
+                const float a0 = fa_exp2(mr[mt][0] - ms0), a1 = fa_exp2(mr[mt][1] - ms1);
+                mr[mt][0] = mn0;
+                mr[mt][1] = mn1;
+                float ps0 = 0.f, ps1 = 0.f;
+#pragma unroll
+                for (int nb = 0; nb < BN / 8; nb++) {
+                    s[mt][nb][0] = fa_exp2(s[mt][nb][0] - ms0);
+                    s[mt][nb][1] = fa_exp2(s[mt][nb][1] - ms0);
+                    s[mt][nb][2] = fa_exp2(s[mt][nb][2] - ms1);
+                    s[mt][nb][3] = fa_exp2(s[mt][nb][3] - ms1);
+                    ps0 += s[mt][nb][0] + s[mt][nb][1];
+                    ps1 += s[mt][nb][2] + s[mt][nb][3];
+                }
+                lr[mt][0] = lr[mt][0] * a0 + ps0;
+                lr[mt][1] = lr[mt][1] * a1 + ps1;
+#pragma unroll
+                for (int i = 0; i < D / 8; i++) {
+                    o[mt][i][0] *= a0;
+                    o[mt][i][1] *= a0;
+                    o[mt][i][2] *= a1;
+                    o[mt][i][3] *= a1;
+                }
             }
-            if (!LATE)
+            if (!LATE && !X2)
 #pragma unroll
             for (int kk = 0; kk < BN / 16; kk++) {
                 pa[mt][kk][0] = fa_pack<BF>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
@@ -185,7 +287,7 @@ __device__ __forceinline__ void flash_tc(const FaParams& p) {
             unsigned pk[MT][4];
 #pragma unroll
             for (int mt = 0; mt < MT; mt++) {
-                if (LATE) {
+                if (LATE && !X2) {
                     pk[mt][0] = fa_pack<BF>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
                     pk[mt][1] = fa_pack<BF>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
                     pk[mt][2] = fa_pack<BF>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
@@ -211,11 +313,19 @@ __device__ __forceinline__ void flash_tc(const FaParams& p) {
     }
 #pragma unroll
     for (int mt = 0; mt < MT; mt++) {
-        float l0 = lr[mt][0], l1 = lr[mt][1];
-        l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-        l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-        l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-        l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+        float l0, l1;
+        if constexpr (X2) {
+            // the mma summed over the key columns already
+            l0 = lr[mt][0];
+            l1 = lr[mt][2];
+        } else {
+            l0 = lr[mt][0];
+            l1 = lr[mt][1];
+            l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+            l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+            l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+            l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+        }
         const float i0 = l0 > 0.f ? 1.f / l0 : 0.f, i1 = l1 > 0.f ? 1.f / l1 : 0.f;
         const int row0 = m0 + warp * 16 * MT + mt * 16 + g, row1 = row0 + 8;
         if (p.lse && t == 0) {
@@ -239,6 +349,13 @@ extern "C" __global__ void __launch_bounds__(256) flash_tc_d64_w8(const FaParams
 extern "C" __global__ void __launch_bounds__(128) flash_tc_d64_w4m2(const FaParams p) { flash_tc<64, 4, 2, false, FaIsBf<T>::v>(p); }
 extern "C" __global__ void __launch_bounds__(128) flash_tc_d128_w4(const FaParams p) { flash_tc<128, 4, 1, true, FaIsBf<T>::v>(p); }
 extern "C" __global__ void __launch_bounds__(128) flash_tc_d128_w4e(const FaParams p) { flash_tc<128, 4, 1, false, FaIsBf<T>::v>(p); }
+// the FA_* options (scale > 0 only)
+extern "C" __global__ void __launch_bounds__(128) flash_tc_d64_w4m2_f(const FaParams p) { flash_tc<64, 4, 2, false, FaIsBf<T>::v, FA_FOLD>(p); }
+extern "C" __global__ void __launch_bounds__(128, 3) flash_tc_d64_w4m2_fq(const FaParams p) { flash_tc<64, 4, 2, true, FaIsBf<T>::v, FA_FOLD | FA_QR>(p); }
+extern "C" __global__ void __launch_bounds__(128) flash_tc_d64_w4m2_fx(const FaParams p) { flash_tc<64, 4, 2, false, FaIsBf<T>::v, FA_FOLD | FA_X2>(p); }
+extern "C" __global__ void __launch_bounds__(128, 3) flash_tc_d64_w4m2_fqx(const FaParams p) { flash_tc<64, 4, 2, false, FaIsBf<T>::v, FA_FOLD | FA_QR | FA_X2>(p); }
+extern "C" __global__ void __launch_bounds__(128) flash_tc_d128_w4_f(const FaParams p) { flash_tc<128, 4, 1, true, FaIsBf<T>::v, FA_FOLD>(p); }
+extern "C" __global__ void __launch_bounds__(128) flash_tc_d128_w4_fx(const FaParams p) { flash_tc<128, 4, 1, false, FaIsBf<T>::v, FA_FOLD | FA_X2>(p); }
 
 // ---------------------------------------------------------------------------------------------
 // Generic prefill: 8 warps, one query row each; tiles of p.bk (<= 32) keys staged in shared
