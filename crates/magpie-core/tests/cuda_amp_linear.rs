@@ -105,7 +105,9 @@ fn autocast_linear_shares_one_cast_of_a_float32_input() {
     let w = &ws[0];
     let _ac = amp::autocast(dev, Some(DType::BF16), true).unwrap();
     let a = linear(&x2, w, None).unwrap();
+    let v0 = x2.version();
     x2.mul_scalar_(2.0).unwrap();
+    assert!(x2.version() > v0, "an in-place write to a CUDA tensor counts as a new version");
     let b = linear(&x2, w, None).unwrap();
     let want = a.to_dtype(DType::F32).unwrap().mul_scalar(2.0).unwrap();
     near("after x *= 2", &b.to_dtype(DType::F32).unwrap().detach(), &want.detach(), 1.0 / 64.0, 1e-3);
