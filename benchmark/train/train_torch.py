@@ -93,9 +93,10 @@ def bert_case(mode, warmup, steps):
     amp = "bf16" in mode
 
     def step():
+        # the masked-LM loss inside the model (labels=), as transformers trains it; under autocast
+        # cross_entropy runs in float32 on the bf16 logits (autocast's fp32 list)
         with torch.autocast("cuda", torch.bfloat16, enabled=amp):
-            logits = fwd(input_ids=x).logits
-        loss = F.cross_entropy(logits.view(-1, v).float(), y.view(-1))
+            loss = fwd(input_ids=x, labels=y).loss
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()

@@ -26,6 +26,12 @@
 //!
 //! `--gemm-pad-min-macs`: the product size from which misaligned f16/bf16 GEMMs run on padded
 //! aligned copies (`cuda::blas::set_pad_min_macs`; a huge value turns the padding off), to compare.
+//!
+//! `--cache-casts on|off` (default on): under autocast, fill the weight-cast cache for all
+//! parameters at the start of the forward (`amp::cache_casts`: one multi-tensor launch) or let
+//! each op cast its weights at first use. `--bert-loss fused|logits` (default fused): BERT's
+//! loss as `BertForMaskedLM::mlm_loss` (decoder and loss as one op, inside the autocast region,
+//! as transformers computes it with `labels=`) or from the logits cast to float32.
 
 use magpie_core::backend::cuda;
 use magpie_core::cuda_graph::CUDAGraph;
@@ -49,6 +55,10 @@ struct Args {
     steps: usize,
     /// Which of eager (false) and graphed (true) runs to time.
     graph: Vec<bool>,
+    /// Fill autocast's weight-cast cache in one launch per step.
+    cache_casts: bool,
+    /// BERT's loss through `mlm_loss` (else from the float32 logits).
+    bert_fused_loss: bool,
 }
 
 fn parse() -> Result<Args> {
@@ -60,6 +70,8 @@ fn parse() -> Result<Args> {
         warmup: 5,
         steps: 20,
         graph: vec![false, true],
+        cache_casts: true,
+        bert_fused_loss: true,
     };
     let bad = |m: String| Error::value("train-bench", m);
     let mut i = 0;
@@ -79,6 +91,20 @@ fn parse() -> Result<Args> {
                     "on" => vec![true],
                     "off" => vec![false],
                     v => return Err(bad(format!("--graph takes both, on or off, got {v}"))),
+                }
+            }
+            "--cache-casts" => {
+                a.cache_casts = match val.as_str() {
+                    "on" => true,
+                    "off" => false,
+                    v => return Err(bad(format!("--cache-casts takes on or off, got {v}"))),
+                }
+            }
+            "--bert-loss" => {
+                a.bert_fused_loss = match val.as_str() {
+                    "fused" => true,
+                    "logits" => false,
+                    v => return Err(bad(format!("--bert-loss takes fused or logits, got {v}"))),
                 }
             }
             f => return Err(bad(format!("unknown flag {f}"))),
@@ -166,11 +192,18 @@ fn time_body(a: &Args, graph: bool, opt: &mut AdamW, mut body: impl FnMut(&mut A
     Ok((median(&mut ms), peak(a.device), last))
 }
 
-/// The forward's autocast region for `dtype` ("float32": none).
-fn autocast(a: &Args, dtype: &str) -> Result<Option<magpie_core::amp::AutocastGuard>> {
+/// The forward's autocast region for `dtype` ("float32": none), with the weight casts of
+/// `params` made up front in one launch unless `--cache-casts off`.
+fn autocast(a: &Args, dtype: &str, params: &[Tensor]) -> Result<Option<magpie_core::amp::AutocastGuard>> {
     match dtype {
         "float32" => Ok(None),
-        "bfloat16" => Ok(Some(magpie_core::amp::autocast(a.device, Some(DType::BF16), true)?)),
+        "bfloat16" => {
+            let g = magpie_core::amp::autocast(a.device, Some(DType::BF16), true)?;
+            if a.cache_casts {
+                magpie_core::amp::cache_casts(params)?;
+            }
+            Ok(Some(g))
+        }
         other => Err(Error::value("train-bench", format!("unsupported dtype {other} (float32, bfloat16)"))),
     }
 }
@@ -189,7 +222,7 @@ fn gpt(a: &Args, graph: bool, case: &str, dtype: &str, layers: usize, heads: usi
     let params = model.parameters();
     let (ms, mem, loss) = time_body(a, graph, &mut opt, |opt| {
         let loss = {
-            let _ac = autocast(a, dtype)?;
+            let _ac = autocast(a, dtype, &params)?;
             model.loss(&x, &y)?
         };
         opt.zero_grad();
@@ -216,16 +249,21 @@ fn bert(a: &Args, graph: bool, dtype: &str) -> Result<serde_json::Value> {
     let mut model = BertForMaskedLM::build(&cfg, &mut w)?;
     model.train(true);
     let params = model.parameters();
-    let mut opt = AdamW::new(params, AdamConfig { lr: 1e-4, weight_decay: 0.01, ..AdamConfig::adamw() })?;
+    let mut opt = AdamW::new(params.clone(), AdamConfig { lr: 1e-4, weight_decay: 0.01, ..AdamConfig::adamw() })?;
     let (x, y) = (batch(b, t, vocab, 0, a.device)?, batch(b, t, vocab, 3, a.device)?);
     let (ms, mem, loss) = time_body(a, graph, &mut opt, |opt| {
-        let logits = {
-            let _ac = autocast(a, dtype)?;
-            let out = model.forward_with(&x, None, None, false)?;
-            out.logits.ok_or_else(|| Error::value("train-bench", "BertForMaskedLM gave no logits"))?
+        let loss = if a.bert_fused_loss {
+            let _ac = autocast(a, dtype, &params)?;
+            model.mlm_loss(&x, &y, None, None)?
+        } else {
+            let logits = {
+                let _ac = autocast(a, dtype, &params)?;
+                let out = model.forward_with(&x, None, None, false)?;
+                out.logits.ok_or_else(|| Error::value("train-bench", "BertForMaskedLM gave no logits"))?
+            };
+            let logits = logits.to_dtype(DType::F32)?;
+            cross_entropy(&logits.reshape(&[(b * t) as i64, vocab as i64])?, &y.reshape(&[-1])?, None, -100, Reduction::Mean, 0.0)?
         };
-        let logits = logits.to_dtype(DType::F32)?;
-        let loss = cross_entropy(&logits.reshape(&[(b * t) as i64, vocab as i64])?, &y.reshape(&[-1])?, None, -100, Reduction::Mean, 0.0)?;
         opt.zero_grad();
         loss.backward()?;
         opt.step()?;
@@ -249,6 +287,10 @@ fn main() {
                         (other, _) => return Err(Error::value("train-bench", format!("unknown case {other} (gpt, bert, gpt2-small)"))),
                     };
                     r["impl"] = json!("torch-magpie");
+                    r["cache_casts"] = json!(a.cache_casts);
+                    if c == "bert" {
+                        r["bert_loss"] = json!(if a.bert_fused_loss { "fused" } else { "logits" });
+                    }
                     println!("{r}");
                 }
             }

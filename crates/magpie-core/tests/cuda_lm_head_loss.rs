@@ -89,3 +89,46 @@ fn errors_name_the_ops_as_the_composite() {
     let e = lm_head_cross_entropy(&x, &w, &t, -100, Reduction::Mean).unwrap_err().to_string();
     assert!(e.contains("mat1 and mat2 shapes cannot be multiplied"), "{e}");
 }
+
+/// With a bias (BERT's decoder): the fused op against `cross_entropy(linear(x, w, b), t)`, the
+/// loss and the gradients of x, w and b, under bf16 and f16 autocast and on bf16 leaves.
+#[test]
+fn fused_with_bias_equals_the_composite() {
+    use magpie_core::ops::nn::lm_head_loss::{composite_with_bias, lm_head_cross_entropy_with_bias};
+    let Some(dev) = gpu() else { return };
+    cuda::blas::set_pad_min_macs(0);
+    let mut rng = Rng::new(13);
+    for &(n, cin, v) in &[(37usize, 16usize, 101usize), (5, 8, 3), (64, 24, 1001)] {
+        for &(ac, leaf) in &[(Some(DType::BF16), DType::F32), (Some(DType::F16), DType::F32), (None, DType::BF16)] {
+            for r in [Reduction::Mean, Reduction::Sum] {
+                let x = rand(&mut rng, &[n, cin], leaf, -2.0, 2.0).to_device(dev).unwrap();
+                let w = rand(&mut rng, &[v, cin], leaf, -0.5, 0.5).to_device(dev).unwrap();
+                let b = rand(&mut rng, &[v], leaf, -1.0, 1.0).to_device(dev).unwrap();
+                let tv: Vec<i64> = (0..n).map(|i| if i % 7 == 2 { -100 } else { (rng.next() % v as u64) as i64 }).collect();
+                let t = Tensor::from_vec(tv, &[n]).unwrap().to_device(dev).unwrap();
+                let what = format!("n={n} cin={cin} v={v} autocast={ac:?} leaf={leaf:?} {r:?}");
+                let mut res = Vec::new();
+                for fused in [true, false] {
+                    let (xl, wl, bl) = (x.detach().with_requires_grad().unwrap(), w.detach().with_requires_grad().unwrap(), b.detach().with_requires_grad().unwrap());
+                    let loss = {
+                        let _g = ac.map(|d| amp::autocast(dev, Some(d), true).unwrap());
+                        if fused {
+                            lm_head_cross_entropy_with_bias(&xl, &wl, Some(&bl), &t, -100, r).unwrap()
+                        } else {
+                            composite_with_bias(&xl, &wl, Some(&bl), &t, -100, r).unwrap()
+                        }
+                    };
+                    let name = loss.grad_fn().map(|n| n.name().to_string()).unwrap_or_default();
+                    assert_eq!(name.starts_with("LinearCrossEntropy"), fused, "{what}: {name}");
+                    loss.backward().unwrap();
+                    let cpu = |t: Tensor| t.to_device(Device::Cpu).unwrap().to_dtype(DType::F32).unwrap();
+                    res.push([cpu(loss.detach()), cpu(xl.grad().unwrap()), cpu(wl.grad().unwrap()), cpu(bl.grad().unwrap())]);
+                }
+                let (rt, at) = if ac == Some(DType::F16) { (4e-3, 2e-3) } else { (2e-2, 1e-2) };
+                for (k, part) in ["loss", "grad x", "grad w", "grad b"].iter().enumerate() {
+                    assert_close(&format!("{what} {part}"), &res[0][k], &res[1][k], rt, at);
+                }
+            }
+        }
+    }
+}

@@ -9,7 +9,8 @@ use crate::blocks::module_children;
 use crate::config::BertConfig;
 use crate::hub::{Init, WeightSource};
 use crate::output::ModelOutput;
-use magpie_core::ops::nn::{dropout, linear};
+use magpie_core::ops::nn::lm_head_loss::lm_head_cross_entropy_with_bias;
+use magpie_core::ops::nn::{dropout, linear, Reduction};
 use magpie_core::{DType, Error, Result, Tensor};
 use magpie_nn::{Embedding, LayerNorm, Linear, Module, ModuleList};
 
@@ -261,9 +262,33 @@ impl BertForMaskedLM {
     /// The encoder's outputs and the MLM logits `[B, T, vocab]`.
     pub fn forward_with(&self, input_ids: &Tensor, attention_mask: Option<&Tensor>, token_type_ids: Option<&Tensor>, output_hidden_states: bool) -> Result<ModelOutput> {
         let mut out = self.bert.forward_with(input_ids, attention_mask, token_type_ids, output_hidden_states)?;
-        let p = &self.cls.predictions;
-        let h = p.transform.layer_norm.forward(&self.bert.config.hidden_act.apply(&p.transform.dense.forward(&out.last_hidden_state)?)?)?;
-        out.logits = Some(linear(&h, &self.bert.embeddings.word_embeddings.weight, Some(&p.bias))?);
+        let h = self.head_hidden(&out.last_hidden_state)?;
+        out.logits = Some(linear(&h, &self.bert.embeddings.word_embeddings.weight, Some(&self.cls.predictions.bias))?);
         Ok(out)
+    }
+
+    /// The MLM head's transform (dense, activation, LayerNorm) before the decoder.
+    fn head_hidden(&self, x: &Tensor) -> Result<Tensor> {
+        let p = &self.cls.predictions;
+        p.transform.layer_norm.forward(&self.bert.config.hidden_act.apply(&p.transform.dense.forward(x)?)?)
+    }
+
+    /// The masked-LM loss: the mean cross-entropy of `labels [B, T]` (-100: ignored) over the
+    /// MLM logits, as transformers' `BertForMaskedLM(labels=...)` computes it. The decoder and the
+    /// loss run as one op (`lm_head_cross_entropy_with_bias`): on CUDA under autocast with an odd
+    /// vocabulary (30522) the logits stay in an aligned padded product, without the padded copies
+    /// of the logits and of their gradient. Same values as the loss over `forward_with`'s logits.
+    pub fn mlm_loss(&self, input_ids: &Tensor, labels: &Tensor, attention_mask: Option<&Tensor>, token_type_ids: Option<&Tensor>) -> Result<Tensor> {
+        let out = self.bert.forward_with(input_ids, attention_mask, token_type_ids, false)?;
+        let h = self.head_hidden(&out.last_hidden_state)?;
+        let c = self.bert.config.hidden_size as i64;
+        lm_head_cross_entropy_with_bias(
+            &h.reshape(&[-1, c])?,
+            &self.bert.embeddings.word_embeddings.weight,
+            Some(&self.cls.predictions.bias),
+            &labels.reshape(&[-1])?,
+            -100,
+            Reduction::Mean,
+        )
     }
 }

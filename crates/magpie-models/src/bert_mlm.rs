@@ -140,6 +140,10 @@ impl TrainModel for BertForMaskedLM {
     }
     fn loss(&self, batch: &[Tensor], metric: bool) -> Result<(Tensor, Option<f64>)> {
         let (ids, labels) = (batch_tensor(batch, 0, "BertForMaskedLM")?, batch_tensor(batch, 1, "BertForMaskedLM")?);
+        if !metric {
+            // the decoder and the loss as one op (no logits tensor needed)
+            return Ok((self.mlm_loss(ids, labels, None, None)?, None));
+        }
         let logits = self.mlm_logits(ids)?;
         let v = self.bert.config.vocab_size as i64;
         let loss = cross_entropy(&logits.reshape(&[-1, v])?, &labels.reshape(&[-1])?, None, IGNORE_INDEX, Reduction::Mean, 0.0)?;

@@ -82,6 +82,13 @@ fn cached_cast(to: DType, t: &Tensor, kind: DeviceKind) -> Result<Tensor> {
     Ok(c)
 }
 
+/// Autocast's cast of a CUDA weight (a float32 leaf that requires grad: cached for the region)
+/// or other tensor to `to`, as a lower-precision op's hook casts it.
+#[cfg(feature = "cuda")]
+pub(crate) fn cuda_cached_cast(to: DType, t: &Tensor) -> Result<Tensor> {
+    cached_cast(to, t, DeviceKind::Cuda)
+}
+
 /// ATen's `promote_type`: float32 if any eligible input is float32, else the lower precision;
 /// float64 inputs are ignored; another floating type is an error, as in PyTorch.
 fn promote_type(op: &str, kind: DeviceKind, xs: &[Option<&Tensor>]) -> Result<DType> {

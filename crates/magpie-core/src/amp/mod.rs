@@ -23,13 +23,19 @@
 mod cast;
 mod grad_scale;
 mod lists;
+mod prefill;
 mod state;
 
 pub(crate) use cast::{opt_dtype, optional, tensors};
+#[cfg(feature = "cuda")]
+pub(crate) use cast::cuda_cached_cast;
 pub use grad_scale::{non_finite_check_and_unscale_, update_scale_};
 pub use lists::{policy, Policy};
+pub use prefill::cache_casts;
 pub use state::{
     autocast, autocast_cache_len, clear_autocast_cache, get_autocast_dtype, is_autocast_cache_enabled, is_autocast_enabled,
     set_autocast_cache_enabled, AutocastGuard, DeviceKind,
 };
+#[cfg(feature = "cuda")]
+pub(crate) use state::{act_cast_get, act_cast_put};
 pub(crate) use state::{any_active, cpu_as_cuda, suspend_all};

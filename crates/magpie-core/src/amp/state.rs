@@ -53,6 +53,10 @@ thread_local! {
     /// source id -> (source, cast). Holding the source keeps its id from being reused while
     /// the entry lives (ids are never reused anyway; this mirrors PyTorch's weak reference).
     static CACHE: RefCell<HashMap<(usize, DType), (Tensor, Tensor)>> = RefCell::new(HashMap::new());
+    /// The last activation cast by CUDA autocast's fused `linear` (id, version, dtype, cast): the
+    /// query, key and value projections of one input share it. Not a weight cast: not counted by
+    /// `autocast_cache_len`; cleared with the cache.
+    static ACT: RefCell<Option<(usize, u64, DType, Tensor)>> = const { RefCell::new(None) };
 }
 
 /// True when any kind autocasts now: the one check an op makes when autocast is off.
@@ -92,6 +96,22 @@ pub fn set_autocast_cache_enabled(flag: bool) {
 pub fn clear_autocast_cache() {
     // take the map out first: dropping tensors must not run while the cell is borrowed
     let old = CACHE.with(|c| std::mem::take(&mut *c.borrow_mut()));
+    drop(old);
+    let act = ACT.with(|c| c.borrow_mut().take());
+    drop(act);
+}
+
+/// The cast of activation `id` at storage version `version` to `to`, if it is the last one made.
+#[cfg(feature = "cuda")]
+pub(crate) fn act_cast_get(id: usize, version: u64, to: DType) -> Option<Tensor> {
+    ACT.with(|c| c.borrow().as_ref().filter(|e| e.0 == id && e.1 == version && e.2 == to).map(|e| e.3.clone()))
+}
+
+/// Keeps `cast` as the last activation cast (of tensor `id` at `version`) until the next one or
+/// the end of the outermost region.
+#[cfg(feature = "cuda")]
+pub(crate) fn act_cast_put(id: usize, version: u64, to: DType, cast: &Tensor) {
+    let old = ACT.with(|c| c.borrow_mut().replace((id, version, to, cast.clone())));
     drop(old);
 }
 

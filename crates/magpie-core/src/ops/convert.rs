@@ -161,6 +161,10 @@ impl Tensor {
 /// Reads `src` fully before taking the write lock, so `src` may alias `dst`.
 fn write_values(dst: &Tensor, src: &Tensor) -> Result<()> {
     if dst.device().is_cuda() {
+        // the kernels take the device pointer through a read lock: count the write here, as the
+        // CPU path's write lock does, so that saved-tensor checks (and autocast's cast of an
+        // activation, kept by version) see in-place changes of CUDA tensors
+        drop(dst.storage().write());
         return cuda::ops::copy_into(dst, src);
     }
     if src.device().is_cuda() {

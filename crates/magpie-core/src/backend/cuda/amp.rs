@@ -1,13 +1,14 @@
 //! Host side of kernels/amp.cu: the inf/NaN check with unscaling of one gradient buffer and the
-//! loss-scale update, on raw device buffers (storage, layout, dtype). Both only queue a kernel:
-//! the flag and the scale stay on the GPU, so no call here synchronizes the host.
+//! loss-scale update, on raw device buffers (storage, layout, dtype), and autocast's weight casts
+//! as one multi-tensor launch. All only queue kernels: the flag and the scale stay on the GPU, so
+//! no call here synchronizes the host.
 
 /// One device buffer a kernel reads or writes: its storage, the layout of the elements used
 /// (contiguous; only its offset and element count matter) and its dtype.
 pub type Buffer<'a> = (&'a crate::storage::Storage, &'a crate::layout::Layout, crate::dtype::DType);
 
 #[cfg(feature = "cuda")]
-pub use imp::{non_finite_check_and_unscale, update_scale};
+pub use imp::{cast_multi, non_finite_check_and_unscale, update_scale};
 
 #[cfg(feature = "cuda")]
 mod imp {
@@ -64,6 +65,51 @@ mod imp {
         let mut a = Args::new();
         a.push(gp).push(n as i64).push(fp).push(ip);
         launch(&dev, op, f, (grid_stride_blocks(&dev, n), 1, 1), (256, 1, 1), 0, &mut a)
+    }
+
+    /// Buffers per multi-tensor cast launch (`MP_CAST_N` in amp.cu).
+    const CAST_N: usize = 48;
+
+    /// `CastList` of amp.cu.
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct CastList {
+        src: [u64; CAST_N],
+        dst: [u64; CAST_N],
+        n: [i64; CAST_N],
+    }
+
+    /// Casts float32 device buffers to `to` (bfloat16 or float16) on `dev`'s stream, one launch
+    /// per 48 buffers: `items` are (source address, destination address, element count), each
+    /// buffer contiguous; the bits are those of the single cast kernel (round to nearest even).
+    /// Autocast fills its weight-cast cache with it (`amp::cache_casts`).
+    pub fn cast_multi(dev: &CudaDevice, to: DType, items: &[(u64, u64, usize)]) -> Result<()> {
+        let op = "to";
+        let bf = match to {
+            DType::BF16 => 1i32,
+            DType::F16 => 0,
+            _ => return Err(Error::dtype(op, format!("a multi-tensor cast from float32 goes to bfloat16 or float16, got {to}"))),
+        };
+        // the kernel sits in the float32 module (its sources are float32)
+        let f = kfunc(dev, KFile::Amp, DType::F32, "amp_cast_multi")?;
+        let live: Vec<&(u64, u64, usize)> = items.iter().filter(|it| it.2 > 0).collect();
+        for chunk in live.chunks(CAST_N) {
+            let mut l = CastList { src: [0; CAST_N], dst: [0; CAST_N], n: [0; CAST_N] };
+            let mut max_n = 0;
+            for (j, &&(s, d, n)) in chunk.iter().enumerate() {
+                l.src[j] = s;
+                l.dst[j] = d;
+                l.n[j] = n as i64;
+                max_n = max_n.max(n);
+            }
+            // blocks for the largest buffer (1024 elements a block a pass), at most 4 per SM;
+            // the blocks past a small buffer's end exit at once
+            let blocks = max_n.div_ceil(1024).clamp(1, dev.sm_count as usize * 4) as u32;
+            let mut a = Args::new();
+            a.push(l).push(bf);
+            launch(dev, op, f, (blocks, chunk.len() as u32, 1), (256, 1, 1), 0, &mut a)?;
+        }
+        Ok(())
     }
 
     /// PyTorch's `_amp_update_scale_` on device scalars: `scale` (float32) and `growth_tracker`

@@ -137,6 +137,25 @@ fn elem_ptr(op: &str, t: &Tensor) -> Result<u64> {
 /// dtype: a new contiguous `[batch..., m, n]`. None for dtypes cuBLAS has no product for here
 /// (integers, bool, complex, float8: the caller falls back). Not recorded by autograd.
 pub fn batched_matmul(a: &Tensor, b: &Tensor) -> Result<Option<Tensor>> {
+    batched_matmul_to(a, b, a.dtype())
+}
+
+/// [`batched_matmul`] with the product stored as `out`: `a`'s dtype, or float32 for f16/bf16
+/// operands (cuBLAS accumulates those in float32 anyway; storing the accumulator skips the
+/// rounding to 16 bits and the cast a float32 weight's gradient would need). An error for other
+/// pairs.
+///
+/// ```no_run
+/// use magpie_core::backend::cuda::blas::batched_matmul_to;
+/// use magpie_core::{DType, Device, Tensor};
+/// let a = Tensor::from_vec(vec![1f32; 6], &[2, 3])?.to_dtype(DType::BF16)?.to_device(Device::Cuda(0))?;
+/// let b = Tensor::from_vec(vec![1f32; 12], &[3, 4])?.to_dtype(DType::BF16)?.to_device(Device::Cuda(0))?;
+/// if let Some(c) = batched_matmul_to(&a, &b, DType::F32)? {
+///     assert_eq!((c.dtype(), c.shape()), (DType::F32, &[2usize, 4][..]));
+/// }
+/// # Ok::<(), magpie_core::Error>(())
+/// ```
+pub fn batched_matmul_to(a: &Tensor, b: &Tensor, out: DType) -> Result<Option<Tensor>> {
     use csys::cublasComputeType_t as Ct;
     use csys::cudaDataType_t as Dt;
     let op = "matmul";
@@ -148,6 +167,13 @@ pub fn batched_matmul(a: &Tensor, b: &Tensor) -> Result<Option<Tensor>> {
         DType::BF16 => (Dt::CUDA_R_16BF, Ct::CUBLAS_COMPUTE_32F),
         _ => return Ok(None),
     };
+    let cout = if out == dt {
+        ctype
+    } else if out == DType::F32 && matches!(dt, DType::F16 | DType::BF16) {
+        Dt::CUDA_R_32F
+    } else {
+        return Err(Error::dtype(op, format!("no cuBLAS product of {dt} into {out}")));
+    };
     let Device::Cuda(ord) = a.device() else { return Ok(None) };
     let nd = a.ndim();
     let (m, k, n) = (a.shape()[nd - 2], a.shape()[nd - 1], b.shape()[nd - 1]);
@@ -155,7 +181,7 @@ pub fn batched_matmul(a: &Tensor, b: &Tensor) -> Result<Option<Tensor>> {
     out_shape.extend([m, n]);
     let batch: usize = a.shape()[..nd - 2].iter().product();
     if m * n * batch == 0 || k == 0 {
-        let z = super::ops::full(ord, &out_shape, crate::scalar::Scalar::Int(0), dt)?;
+        let z = super::ops::full(ord, &out_shape, crate::scalar::Scalar::Int(0), out)?;
         return Ok(Some(z));
     }
     if [m, n, k].iter().any(|&v| v > i32::MAX as usize) {
@@ -179,9 +205,9 @@ pub fn batched_matmul(a: &Tensor, b: &Tensor) -> Result<Option<Tensor>> {
         None => false,
     };
     // the product's buffer: the result itself, or a padded one the result is cut from
-    let prod = if out_padded { empty(op, ord, dt, &[batch * mm * nn])? } else { empty(op, ord, dt, &out_shape)? };
+    let prod = if out_padded { empty(op, ord, out, &[batch * mm * nn])? } else { empty(op, ord, out, &out_shape)? };
     let ptr_c = elem_ptr(op, &prod)?;
-    gemm_batched(&dev, dt, ctype, compute, batch, (mm, nn, kk), &ga, &gb, ptr_c)?;
+    gemm_batched(&dev, dt, (ctype, cout, out.size()), compute, batch, (mm, nn, kk), &ga, &gb, ptr_c)?;
     drop(keep);
     if !out_padded {
         return Ok(Some(prod));
@@ -191,11 +217,11 @@ pub fn batched_matmul(a: &Tensor, b: &Tensor) -> Result<Option<Tensor>> {
         let dims: Vec<i64> = out_shape.iter().map(|&v| v as i64).collect();
         return Ok(Some(prod.narrow(0, 0, (m * n) as i64)?.reshape(&dims)?));
     }
-    let out = empty(op, ord, dt, &out_shape)?;
+    let res = empty(op, ord, out, &out_shape)?;
     let src = Mat { ptr: ptr_c, bs: (mm * nn) as i64, ld: nn as i64, rows: m, cols: n };
-    let dst = Mat { ptr: elem_ptr(op, &out)?, bs: (m * n) as i64, ld: n as i64, rows: m, cols: n };
-    pad_copy(&dev, dt.size(), batch, &src, &dst)?;
-    Ok(Some(out))
+    let dst = Mat { ptr: elem_ptr(op, &res)?, bs: (m * n) as i64, ld: n as i64, rows: m, cols: n };
+    pad_copy(&dev, out.size(), batch, &src, &dst)?;
+    Ok(Some(res))
 }
 
 /// One cuBLAS operand of [`gemm_batched`]: its first element, op flag, leading dim, batch stride.
@@ -281,8 +307,19 @@ fn pad_operand(dev: &CudaDevice, ord: usize, dt: DType, batch: usize, g: &Gop, (
 
 /// Row-major `C[b] = A[b] B[b]` for `batch` products of extents `(m, n, k)` through
 /// `cublasGemmStridedBatchedEx` (huge batches in chunks), C contiguous at `c` (ld n, stride m n).
+/// `types`: the cuBLAS types of A and B, of C, and C's element size.
 #[allow(clippy::too_many_arguments)]
-fn gemm_batched(dev: &CudaDevice, dt: DType, ctype: csys::cudaDataType_t, compute: csys::cublasComputeType_t, batch: usize, (m, n, k): (usize, usize, usize), a: &Gop, b: &Gop, c: u64) -> Result<()> {
+fn gemm_batched(
+    dev: &CudaDevice,
+    dt: DType,
+    (ctype, cout, csz): (csys::cudaDataType_t, csys::cudaDataType_t, usize),
+    compute: csys::cublasComputeType_t,
+    batch: usize,
+    (m, n, k): (usize, usize, usize),
+    a: &Gop,
+    b: &Gop,
+    c: u64,
+) -> Result<()> {
     let op = "matmul";
     let (one32, zero32, one64, zero64) = (1f32, 0f32, 1f64, 0f64);
     let (alpha, beta): (*const c_void, *const c_void) = if dt == DType::F64 {
@@ -297,7 +334,7 @@ fn gemm_batched(dev: &CudaDevice, dt: DType, ctype: csys::cudaDataType_t, comput
         let mut done = 0usize;
         while done < batch {
             let cnt = chunk.min(batch - done);
-            let (oa, ob, oc) = (a.bstride as u64 * done as u64 * esz, b.bstride as u64 * done as u64 * esz, (m * n * done) as u64 * esz);
+            let (oa, ob, oc) = (a.bstride as u64 * done as u64 * esz, b.bstride as u64 * done as u64 * esz, (m * n * done * csz) as u64);
             // Row-major C = A B is column-major Cᵀ = Bᵀ Aᵀ: cuBLAS's first operand is B.
             // SAFETY: the pointers address live device storages (held by the caller until the
             // call is queued; the allocator reuses memory only in stream order), and the sizes,
@@ -322,7 +359,7 @@ fn gemm_batched(dev: &CudaDevice, dt: DType, ctype: csys::cudaDataType_t, comput
                     a.bstride,
                     beta,
                     (c + oc) as *mut c_void,
-                    ctype,
+                    cout,
                     n as i32,
                     (m * n) as i64,
                     cnt as i32,

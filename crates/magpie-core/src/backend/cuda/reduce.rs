@@ -58,22 +58,48 @@ fn plan(t: &Tensor, dims: &[usize]) -> Plan {
 /// `t`'s dtype in a new contiguous tensor of `out_shape`. None when the dtype has no kernel.
 /// Empty reductions give the identity (the caller rejects max / min of empty dims first).
 pub fn reduce(t: &Tensor, dims: &[usize], op: RedOp, scale: f64, out_shape: &[usize]) -> Result<Option<Tensor>> {
+    reduce_into(t, dims, op, scale, out_shape, false)
+}
+
+/// The sum (or another `op`) over `dims` like [`reduce`] without a scale, stored in the
+/// accumulation dtype (float32 for f16/bf16/f32 inputs, float64 for f64, int64 for integers)
+/// instead of being rounded to `t`'s dtype: one pass for what `reduce` and a cast up do in two
+/// (a 16-bit bias gradient kept in float32). None when the dtype has no kernel.
+///
+/// ```no_run
+/// use magpie_core::backend::cuda::reduce::{reduce_acc, RedOp};
+/// use magpie_core::{DType, Device, Tensor};
+/// let g = Tensor::from_vec(vec![1f32; 6], &[2, 3])?.to_dtype(DType::BF16)?.to_device(Device::Cuda(0))?;
+/// if let Some(col) = reduce_acc(&g, &[0], RedOp::Sum, &[3])? {
+///     assert_eq!(col.dtype(), DType::F32);
+/// }
+/// # Ok::<(), magpie_core::Error>(())
+/// ```
+pub fn reduce_acc(t: &Tensor, dims: &[usize], op: RedOp, out_shape: &[usize]) -> Result<Option<Tensor>> {
+    // the single-pass kernels store the accumulator unscaled: only a scale of 1 is offered
+    reduce_into(t, dims, op, 1.0, out_shape, true)
+}
+
+fn reduce_into(t: &Tensor, dims: &[usize], op: RedOp, scale: f64, out_shape: &[usize], acc_out: bool) -> Result<Option<Tensor>> {
     let name = "reduce";
     let dt = t.dtype();
+    // the dtype the results are stored in, and the kernels' flag for "store the accumulator"
+    let odt = if acc_out { acc_dtype(dt) } else { dt };
+    let to_acc_out = acc_out as i32;
     let Device::Cuda(ord) = t.device() else { return Ok(None) };
     if !supported(dt) {
         return Ok(None);
     }
     let mut p = plan(t, dims);
     if p.outer == 0 {
-        return Ok(Some(empty(name, ord, dt, out_shape)?));
+        return Ok(Some(empty(name, ord, odt, out_shape)?));
     }
     if p.inner == 0 {
         let id = match op {
             RedOp::Prod => Scalar::Int(1),
             _ => Scalar::Int(0),
         };
-        return Ok(Some(full(ord, out_shape, id, dt)?));
+        return Ok(Some(full(ord, out_shape, id, odt)?));
     }
     let mut src = t.clone();
     if p.kept.len() > KDims::MAXN || p.red.len() > KDims::MAXN {
@@ -84,7 +110,7 @@ pub fn reduce(t: &Tensor, dims: &[usize], op: RedOp, scale: f64, out_shape: &[us
         }
     }
     let (ptr, dev) = elem_ptr(name, &src)?;
-    let out = empty(name, ord, dt, out_shape)?;
+    let out = empty(name, ord, odt, out_shape)?;
     let (optr, _) = elem_ptr(name, &out)?;
     let (krow, kgen, kfin) = names(op);
     let sms = dev.sm_count as usize;
@@ -105,11 +131,11 @@ pub fn reduce(t: &Tensor, dims: &[usize], op: RedOp, scale: f64, out_shape: &[us
             None => optr,
         };
         let mut a = Args::new();
-        a.push(ptr).push(dst).push(kept).push(p.outer as i64).push(n as i64).push(if warp { 0i32 } else { 1 }).push(vec as i32).push(part.is_some() as i32).push(scale);
+        a.push(ptr).push(dst).push(kept).push(p.outer as i64).push(n as i64).push(if warp { 0i32 } else { 1 }).push(vec as i32).push((part.is_some() as i32) | to_acc_out).push(scale);
         let grid = if warp { (p.outer.div_ceil(8) as u32, 1, 1) } else { (p.outer as u32, split as u32, 1) };
         launch(&dev, name, f, grid, (256, 1, 1), 0, &mut a)?;
         if let Some(pt) = &part {
-            finish(&dev, dt, kfin, pt, optr, p.outer, split, scale)?;
+            finish(&dev, odt, kfin, pt, optr, p.outer, split, scale)?;
         }
         return Ok(Some(out));
     }
@@ -132,10 +158,10 @@ pub fn reduce(t: &Tensor, dims: &[usize], op: RedOp, scale: f64, out_shape: &[us
             None => optr,
         };
         let mut a = Args::new();
-        a.push(ptr).push(dst).push(p.red[0].1 as i64).push(p.outer as i64).push(p.inner as i64).push(part.is_some() as i32).push(scale);
+        a.push(ptr).push(dst).push(p.red[0].1 as i64).push(p.outer as i64).push(p.inner as i64).push((part.is_some() as i32) | to_acc_out).push(scale);
         launch(&dev, name, f, (bx as u32, split as u32, 1), (256, 1, 1), 0, &mut a)?;
         if let Some(pt) = &part {
-            finish(&dev, dt, kfin, pt, optr, p.outer, split, scale)?;
+            finish(&dev, odt, kfin, pt, optr, p.outer, split, scale)?;
         }
         return Ok(Some(out));
     }
@@ -149,15 +175,16 @@ pub fn reduce(t: &Tensor, dims: &[usize], op: RedOp, scale: f64, out_shape: &[us
         None => optr,
     };
     let mut a = Args::new();
-    a.push(ptr).push(dst).push(kept).push(red).push(p.outer as i64).push(p.inner as i64).push(part.is_some() as i32).push(scale);
+    a.push(ptr).push(dst).push(kept).push(red).push(p.outer as i64).push(p.inner as i64).push((part.is_some() as i32) | to_acc_out).push(scale);
     launch(&dev, name, f, (bx as u32, split as u32, 1), (256, 1, 1), 0, &mut a)?;
     if let Some(pt) = &part {
-        finish(&dev, dt, kfin, pt, optr, p.outer, split, scale)?;
+        finish(&dev, odt, kfin, pt, optr, p.outer, split, scale)?;
     }
     Ok(Some(out))
 }
 
-/// The second pass: folds `split` partials per output.
+/// The second pass: folds `split` partials per output, stored as `dt` (the kernel of the
+/// accumulation dtype itself stores the partials' dtype unrounded).
 #[allow(clippy::too_many_arguments)]
 fn finish(dev: &super::device::CudaDevice, dt: DType, kfin: &'static str, part: &Tensor, optr: u64, outer: usize, split: usize, scale: f64) -> Result<()> {
     let f = kfunc(dev, KFile::Reduce, dt, kfin)?;

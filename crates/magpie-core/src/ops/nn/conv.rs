@@ -523,6 +523,13 @@ pub fn conv_transpose(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, nd: usize, 
 /// `F.linear(input, weight, bias)`: `input @ weight.T + bias`, one GEMM over the flattened rows.
 pub fn linear(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
     let _prof = crate::profiler::op_opt("linear", &[Some(x), Some(w), bias]);
+    // CUDA autocast with float32 parameters: float32 gradients from the kernels, no casts back
+    #[cfg(feature = "cuda")]
+    if crate::amp::any_active() {
+        if let Some(y) = super::linear_amp::linear(x, w, bias)? {
+            return Ok(y);
+        }
+    }
     if let Some(c) = crate::amp::optional("linear", &[Some(x), Some(w), bias])? {
         return linear(c.req(0)?, c.req(1)?, c.opt(2));
     }

@@ -20,6 +20,8 @@ pub mod grid_sample;
 pub mod interpolate;
 pub(crate) mod layer_norm;
 pub(crate) mod linear;
+#[cfg(feature = "cuda")]
+mod linear_amp;
 pub mod lm_head_loss;
 pub mod loss;
 pub mod norm;

@@ -36,3 +36,35 @@ extern "C" __global__ void amp_update_scale(float* __restrict__ scale, int* __re
         }
     }
 }
+
+// Autocast's weight casts as one launch: up to MP_CAST_N float32 buffers cast to 16-bit ones
+// (bf != 0: bfloat16, else float16), rounded as the single cast kernel rounds (to_bf16 /
+// to_f16). blockIdx.y picks the buffer; the blocks along x stride over it, four elements per
+// thread where both buffers allow 16- and 8-byte accesses.
+#define MP_CAST_N 48
+struct CastList {
+    u64 src[MP_CAST_N];
+    u64 dst[MP_CAST_N];
+    i64 n[MP_CAST_N];
+};
+
+__device__ __forceinline__ unsigned short amp_cv16(float f, int bf) { return bf ? to_bf16(f).x : to_f16(f).x; }
+
+extern "C" __global__ void amp_cast_multi(const CastList l, int bf) {
+    const int j = blockIdx.y;
+    const float* __restrict__ s = reinterpret_cast<const float*>(l.src[j]);
+    unsigned short* __restrict__ d = reinterpret_cast<unsigned short*>(l.dst[j]);
+    const i64 n = l.n[j];
+    const i64 tid = (i64)blockIdx.x * blockDim.x + threadIdx.x, stride = (i64)gridDim.x * blockDim.x;
+    const i64 nv = ((l.src[j] & 15) == 0 && (l.dst[j] & 7) == 0) ? n / 4 : 0;
+    for (i64 v = tid; v < nv; v += stride) {
+        const float4 x = reinterpret_cast<const float4*>(s)[v];
+        ushort4 o;
+        o.x = amp_cv16(x.x, bf);
+        o.y = amp_cv16(x.y, bf);
+        o.z = amp_cv16(x.z, bf);
+        o.w = amp_cv16(x.w, bf);
+        reinterpret_cast<ushort4*>(d)[v] = o;
+    }
+    for (i64 i = nv * 4 + tid; i < n; i += stride) d[i] = amp_cv16(s[i], bf);
+}
