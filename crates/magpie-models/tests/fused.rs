@@ -336,7 +336,7 @@ fn l2_prefetch_and_fused_argmax_change_no_value() {
                     out
                 };
                 let plain = steps(EngineConfig { l2_prefetch: 0, fused_argmax: false, ..base });
-                for (what, cfg) in [("default", base), ("4 KiB window", EngineConfig { l2_prefetch: 4096, ..base }), ("no prefetch", EngineConfig { l2_prefetch: 0, ..base })] {
+                for (what, cfg) in [("default", base), ("4 KiB window", EngineConfig { l2_prefetch: 4096, ..base }), ("24 MiB window", EngineConfig { l2_prefetch: 24 << 20, ..base })] {
                     let got = steps(cfg);
                     for (i, ((gl, gt), (pl, pt))) in got.iter().zip(&plain).enumerate() {
                         let at = format!("{label} {dtype} batch {batch} {what} step {i}");

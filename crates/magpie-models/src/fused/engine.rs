@@ -43,8 +43,9 @@ pub struct EngineConfig {
     pub attention_kernel: bool,
     /// In the folded decode step, each kernel asks L2 for the weights of the next ones, up to
     /// this many bytes past what has been read (capped at three quarters of the device's L2; 0:
-    /// no prefetch), and the attention kernel for its keys and values; the GEMVs read their
-    /// weights with the L2 evict-first policy (see `prefetch.rs`).
+    /// no prefetch, the default: on an H200 it made the Llama-3.2-1B step slower at 12, 24 and
+    /// 36 MiB, see benchmark/NOTES.md), and the attention kernel for its keys and values; the
+    /// GEMVs then read their weights with the L2 evict-first policy (see `prefetch.rs`).
     pub l2_prefetch: usize,
     /// In the folded decode step, the LM head also finds each row's largest logit, so a greedy
     /// selection without repetition penalty needs no pass over the logits.
@@ -63,7 +64,7 @@ impl Default for EngineConfig {
             fuse: true,
             gemv_split: 0,
             attention_kernel: true,
-            l2_prefetch: 24 << 20,
+            l2_prefetch: 0,
             fused_argmax: true,
         }
     }
