@@ -409,21 +409,25 @@ __device__ __forceinline__ void gemv_fused(const GemvArgs& a) {
             const uint4* w1 = reinterpret_cast<const uint4*>(a.w + r1 * K);
             // GU chunks' weight loads are issued together before any is used (GU R loads of 16
             // bytes in flight per lane: a loop with a run-time stride is not unrolled that way by
-            // the compiler, which left one chunk in flight), predicated past the row's end rather
-            // than branched around, then the chunks are summed in order (the order of the sums
-            // does not depend on GU)
+            // the compiler, which left one chunk in flight), then the chunks are summed in order;
+            // the remainder one chunk at a time (the same order of sums)
             const int step = 32 * ks;
-            for (int c = kpart * 32 + lane; c < chunks; c += GU * step) {
+            int c = kpart * 32 + lane;
+            for (; c + (GU - 1) * step < chunks; c += GU * step) {
                 MpVec<T, V> wv[GU][R];
 #pragma unroll
                 for (int u = 0; u < GU; u++) {
-                    const bool in = c + u * step < chunks;
-                    wv[u][0].raw = in ? ld_w(w0 + c + u * step, pol) : make_uint4(0, 0, 0, 0);
-                    if (R == 2) wv[u][R - 1].raw = in ? ld_w(w1 + c + u * step, pol) : make_uint4(0, 0, 0, 0);
+                    wv[u][0].raw = ld_w(w0 + c + u * step, pol);
+                    if (R == 2) wv[u][R - 1].raw = ld_w(w1 + c + u * step, pol);
                 }
 #pragma unroll
-                for (int u = 0; u < GU; u++)
-                    if (c + u * step < chunks) gemv_chunk<MB, R, NORM>(a, c + u * step, wv[u], v);
+                for (int u = 0; u < GU; u++) gemv_chunk<MB, R, NORM>(a, c + u * step, wv[u], v);
+            }
+            for (; c < chunks; c += step) {
+                MpVec<T, V> wv[R];
+                wv[0].raw = ld_w(w0 + c, pol);
+                if (R == 2) wv[R - 1].raw = ld_w(w1 + c, pol);
+                gemv_chunk<MB, R, NORM>(a, c, wv, v);
             }
         }
 #pragma unroll
