@@ -45,12 +45,9 @@ impl Read {
 
 /// The prefetches of a step's kernels, in launch order: `Some(read)` for a product, `None` for a
 /// kernel between products (attention), which always prefetches early. With `window == 0`, none.
-///
-/// ```ignore
-/// // a 1 MiB product, the attention, a 2 MiB product; window 1 MiB
-/// let reads = [Some(Read { parts: vec![a], part_bytes: 1 << 20 }), None, Some(Read { parts: vec![b], part_bytes: 2 << 20 })];
-/// let pf = plan(&reads, 1 << 20);
-/// ```
+/// For example, q|k|v of 2 MiB, the attention, o of 1 MiB and a window of 1 MiB: the q|k|v kernel
+/// (its rows prefetched by the previous step's LM head) asks for the 1 MiB after its own rows, that
+/// is all of o, when its blocks start; the attention asks for nothing more (see the tests below).
 pub fn plan(reads: &[Option<Read>], window: u64) -> Vec<Prefetch> {
     let starts: Vec<u64> = reads
         .iter()
