@@ -45,9 +45,10 @@ impl Read {
 
 /// The prefetches of a step's kernels, in launch order: `Some(read)` for a product, `None` for a
 /// kernel between products (attention), which always prefetches early. With `window == 0`, none.
-/// For example, q|k|v of 2 MiB, the attention, o of 1 MiB and a window of 1 MiB: the q|k|v kernel
-/// (its rows prefetched by the previous step's LM head) asks for the 1 MiB after its own rows, that
-/// is all of o, when its blocks start; the attention asks for nothing more (see the tests below).
+/// For example, with q|k|v (2 MiB), the attention, o (1 MiB), gate|up and down, and a 1 MiB
+/// window: the q|k|v kernel, as its blocks finish their rows, asks for all of o; the attention
+/// asks for nothing more; o, whose rows are then in L2, asks for the first 1 MiB of gate|up when
+/// its blocks start (see the tests below).
 pub fn plan(reads: &[Option<Read>], window: u64) -> Vec<Prefetch> {
     let starts: Vec<u64> = reads
         .iter()
