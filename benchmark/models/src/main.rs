@@ -204,7 +204,11 @@ fn run_case(a: &Args, case: &str, path: &str) -> Result<Vec<Value>> {
         // MAGPIE_FUSED_ATTN=0: the core's split-KV decode attention and its combine kernel instead
         // of the one-kernel attention of the folded step
         let attention_kernel = std::env::var("MAGPIE_FUSED_ATTN").map_or(true, |v| v != "0");
-        let cfg = EngineConfig { max_batch: batch, max_len: prompt_len + new_tokens.max(1), gemv, pdl, fuse, gemv_split, attention_kernel, ..EngineConfig::default() };
+        // MAGPIE_FUSED_PF_MB=N: the decode step's L2 prefetch window in MiB (0: no prefetch)
+        let l2_prefetch = std::env::var("MAGPIE_FUSED_PF_MB").ok().and_then(|v| v.parse::<usize>().ok()).map_or(EngineConfig::default().l2_prefetch, |m| m << 20);
+        // MAGPIE_FUSED_ARGMAX=0: greedy selection by a pass over the logits (not the LM head's argmax)
+        let fused_argmax = std::env::var("MAGPIE_FUSED_ARGMAX").map_or(true, |v| v != "0");
+        let cfg = EngineConfig { max_batch: batch, max_len: prompt_len + new_tokens.max(1), gemv, pdl, fuse, gemv_split, attention_kernel, l2_prefetch, fused_argmax, ..EngineConfig::default() };
         engine = Some(FusedDecoder::from_model(&model, cfg)?);
     }
     // the fused engines hold what they read: free the module tree (its unfused q/k/v, gate/up)

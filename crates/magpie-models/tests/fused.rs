@@ -281,6 +281,77 @@ fn one_kernel_decode_attention_equals_split_kv_on_long_caches() {
     }
 }
 
+/// Index of the largest value (the first on ties; NaN never wins), as the selection kernel.
+fn argmax(v: &[f32]) -> u32 {
+    let mut best: Option<(usize, f32)> = None;
+    for (i, &x) in v.iter().enumerate() {
+        if !x.is_nan() && best.is_none_or(|(_, b)| x > b) {
+            best = Some((i, x));
+        }
+    }
+    best.map_or(0, |(i, _)| i as u32)
+}
+
+/// The L2 prefetch plan (a tiny window cut into many ranges, the default one, none) and the LM
+/// head's fused argmax change no value: every decode step's logits are bit-equal with and without
+/// them, and each greedy token is the argmax of its row's logits (so the argmax slots are cleared
+/// between steps, also by sampled steps). Odd widths (K of 33 and 89 chunks: the GEMV's batched
+/// loads and its remainder), odd vocab, batches 1-4, float32 and bfloat16.
+#[test]
+fn l2_prefetch_and_fused_argmax_change_no_value() {
+    let Some(_serial) = gpu() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let prompts: Vec<Vec<u32>> = vec![(0..11).map(|i| (i * 29 + 3) % 900).collect(), vec![5, 9], (0..17).map(|i| (i * 13 + 7) % 900).collect(), vec![3]];
+    for dtype in [DType::F32, DType::BF16] {
+        let opts = LoadOptions { dtype, device: DEV };
+        let models = [
+            ("random llama", random(tmp.path(), "llama", dtype)),
+            ("odd llama", AutoModel::from_config_random(odd_model(tmp.path(), "llama"), &opts, 5).unwrap()),
+            ("odd gpt2", AutoModel::from_config_random(odd_model(tmp.path(), "gpt2"), &opts, 6).unwrap()),
+        ];
+        for (label, m) in &models {
+            for batch in 1..=4 {
+                let base = EngineConfig { max_batch: 4, max_len: 64, ..EngineConfig::default() };
+                // per step: every row's logits and tokens
+                let steps = |cfg: EngineConfig| {
+                    let mut e = FusedDecoder::from_model(m, cfg).unwrap();
+                    e.set_sampling(magpie_models::fused::sample_args(&greedy(1))).unwrap();
+                    for (r, p) in prompts[..batch].iter().enumerate() {
+                        e.prefill(r, p).unwrap();
+                    }
+                    let mut out = Vec::new();
+                    for _ in 0..3 {
+                        e.decode_step(batch).unwrap();
+                        out.push((e.logits(batch).unwrap(), e.tokens(batch).unwrap()));
+                    }
+                    // sampled steps fill the argmax slots too; the selection must clear them
+                    let hot = GenerationConfig { do_sample: true, temperature: 1.0, top_k: Some(5), seed: 3, ..greedy(1) };
+                    e.set_sampling(magpie_models::fused::sample_args(&hot)).unwrap();
+                    e.decode_step(batch).unwrap();
+                    e.decode_step(batch).unwrap();
+                    e.set_sampling(magpie_models::fused::sample_args(&greedy(1))).unwrap();
+                    e.decode_step(batch).unwrap();
+                    out.push((e.logits(batch).unwrap(), e.tokens(batch).unwrap()));
+                    assert!(e.decode_fused(batch), "{label} {dtype} batch {batch}: the decode step is not fused");
+                    out
+                };
+                let plain = steps(EngineConfig { l2_prefetch: 0, fused_argmax: false, ..base });
+                for (what, cfg) in [("default", base), ("4 KiB window", EngineConfig { l2_prefetch: 4096, ..base }), ("24 MiB window", EngineConfig { l2_prefetch: 24 << 20, ..base })] {
+                    let got = steps(cfg);
+                    for (i, ((gl, gt), (pl, pt))) in got.iter().zip(&plain).enumerate() {
+                        let at = format!("{label} {dtype} batch {batch} {what} step {i}");
+                        assert!(gl.iter().zip(pl).all(|(a, b)| a.to_bits() == b.to_bits()), "{at}: logits differ from the plain step's");
+                        assert_eq!(gt, pt, "{at}: tokens differ from the plain step's");
+                        let vocab = gl.len() / batch;
+                        let want: Vec<u32> = gl.chunks(vocab).map(argmax).collect();
+                        assert_eq!(*gt, want, "{at}: the greedy tokens are not the logits' argmax");
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn batches_of_different_lengths_and_chunked_prefill_equal_single_rows() {
     let Some(_serial) = gpu() else { return };

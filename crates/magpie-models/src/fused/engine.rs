@@ -7,6 +7,7 @@
 use super::buffers::{download, opt_ptr, ptr, upload, Buf};
 use magpie_core::backend::cuda::memcpy;
 use super::kernels::{AttnShape, GemvEpi, GemvNorm, Kernels, SampleArgs};
+use super::prefetch::{self, Prefetch, Read};
 use super::weights::{DecoderWeights, NormKind, NormW, Spec};
 use magpie_core::backend::cuda::attention::{self, AttnOperand, Causal, DecodeParams, FlashParams};
 use magpie_core::backend::cuda::device::{self, CudaDevice};
@@ -40,11 +41,32 @@ pub struct EngineConfig {
     /// merges its key splits on the chip) where its shapes allow (false: the core's split-KV
     /// kernel and its combine).
     pub attention_kernel: bool,
+    /// In the folded decode step, each kernel asks L2 for the weights of the next ones, up to
+    /// this many bytes past what has been read (capped at three quarters of the device's L2; 0:
+    /// no prefetch, the default: on an H200 it made the Llama-3.2-1B step slower at 12, 24 and
+    /// 36 MiB, see benchmark/NOTES.md), and the attention kernel for its keys and values; the
+    /// GEMVs then read their weights with the L2 evict-first policy (see `prefetch.rs`).
+    pub l2_prefetch: usize,
+    /// In the folded decode step, the LM head also finds each row's largest logit, so a greedy
+    /// selection without repetition penalty needs no pass over the logits.
+    pub fused_argmax: bool,
 }
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        EngineConfig { max_batch: 1, max_len: 2048, prefill_chunk: 4096, cuda_graphs: true, gemv: true, pdl: true, fuse: true, gemv_split: 0, attention_kernel: true }
+        EngineConfig {
+            max_batch: 1,
+            max_len: 2048,
+            prefill_chunk: 4096,
+            cuda_graphs: true,
+            gemv: true,
+            pdl: true,
+            fuse: true,
+            gemv_split: 0,
+            attention_kernel: true,
+            l2_prefetch: 0,
+            fused_argmax: true,
+        }
     }
 }
 
@@ -100,6 +122,8 @@ struct Buffers {
     sargs: Buf,
     /// Split-KV decode workspace.
     ws: Buf,
+    /// u64 `[max_batch]`: the LM head's fused argmax (packed logit key and row), zero between steps.
+    amax: Buf,
     /// Host-mapped i32 `[max_batch, max_len]`: each selected token at its step, read by the host
     /// while the next step runs.
     hist: MappedI32,
@@ -120,6 +144,9 @@ pub struct FusedDecoder {
     graphs: HashMap<usize, CudaGraph>,
     /// The selection rule last set.
     sampling: SampleArgs,
+    /// The L2 prefetch window of the folded decode step in bytes ([`EngineConfig::l2_prefetch`]
+    /// within the device's L2).
+    l2_window: u64,
 }
 
 impl std::fmt::Debug for FusedDecoder {
@@ -152,6 +179,7 @@ impl FusedDecoder {
         let mut k = Kernels::new(&dev, dtype)?;
         k.pdl = cfg.pdl;
         k.gemv_split = cfg.gemv_split;
+        k.evict_first = cfg.l2_prefetch > 0;
         let lp = w
             .layers
             .iter()
@@ -214,11 +242,15 @@ impl FusedDecoder {
             ctr: bf(DType::I64, cfg.max_batch, "draw counters")?,
             sargs: bf(DType::U8, std::mem::size_of::<SampleArgs>(), "sampling settings")?,
             ws: bf(DType::U8, ws_bytes, "attention workspace")?,
+            amax: bf(DType::I64, cfg.max_batch, "argmax slots")?,
             hist: MappedI32::new(&dev, cfg.max_batch * cfg.max_len)?,
             events: [Event::new(&dev)?, Event::new(&dev)?],
         };
         let greedy = SampleArgs { temperature: 0.0, top_k: 0, top_p: 1.0, penalty: 1.0, seed: 0 };
-        let mut e = FusedDecoder { dev, dtype, k, w, lp, cfg, b, graphs: HashMap::new(), sampling: greedy };
+        upload(&dev, b.amax.ptr, &vec![0u64; cfg.max_batch])?;
+        let l2 = dev.ctx.attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE).map_err(|e| Error::device(op, format!("reading the L2 cache size: {e}")))?;
+        let l2_window = cfg.l2_prefetch.min(l2.max(0) as usize / 4 * 3) as u64;
+        let mut e = FusedDecoder { dev, dtype, k, w, lp, cfg, b, graphs: HashMap::new(), sampling: greedy, l2_window };
         e.set_sampling(greedy)?;
         Ok(e)
     }
@@ -315,7 +347,7 @@ impl FusedDecoder {
         let logits = self.b.logits.at(row0 * s.vocab, DType::F32);
         self.k.linear(&self.dev, n, s.vocab, s.hidden, last_rows, ptr(&self.w.lm_head)?, logits, DType::F32, self.cfg.gemv)?;
         upload(&self.dev, self.b.pos.at(row0, DType::I32), &vec![len as i32 - 1; n])?;
-        self.select(n, row0)
+        self.select(n, row0, false)
     }
 
     /// One decode step for sequences `0..batch`: each one's token and position from the device
@@ -375,7 +407,8 @@ impl FusedDecoder {
         download(&self.dev, self.b.logits.ptr, batch.min(self.cfg.max_batch) * self.w.spec.vocab)
     }
 
-    fn select(&self, rows: usize, row0: usize) -> Result<()> {
+    /// `amax`: whether the LM head filled the argmax slots (the folded decode step).
+    fn select(&self, rows: usize, row0: usize, amax: bool) -> Result<()> {
         let v = self.w.spec.vocab;
         self.k.select(
             &self.dev,
@@ -389,6 +422,7 @@ impl FusedDecoder {
             self.b.sargs.ptr,
             row0,
             (self.b.hist.device_ptr(), self.cfg.max_len),
+            if amax { self.b.amax.at(row0, DType::I64) } else { 0 },
         )
     }
 
@@ -399,7 +433,7 @@ impl FusedDecoder {
         }
         self.blocks(batch, self.b.tok.ptr, self.b.pos.ptr, self.b.kvlen.ptr, None)?;
         self.k.linear(&self.dev, batch, s.vocab, s.hidden, self.b.h.ptr, ptr(&self.w.lm_head)?, self.b.logits.ptr, DType::F32, self.cfg.gemv)?;
-        self.select(batch, 0)
+        self.select(batch, 0, false)
     }
 
     /// Whether a decode step of `m` rows runs as [`fused_step`](Self::fused_step): asked for, and
@@ -442,29 +476,58 @@ impl FusedDecoder {
         let (cos, sin) = (b.cos.as_ref().map_or(0, |x| x.ptr), b.sin.as_ref().map_or(0, |x| x.ptr));
         let p = decode_params(s, dt, m, self.cfg.max_len);
         let shape = AttnShape { batch: m, heads: (s.heads, s.kv_heads, s.head_dim), cache_strides: (cache_sb, cache_sh), max_len: self.cfg.max_len, scale: s.scale };
+        let use_attn = |kc: u64, vc: u64| self.cfg.attention_kernel && k.attn_fits(&shape, [b.q.ptr, kc, vc, b.attn.ptr]);
+        let pf = self.prefetch_plan(use_attn)?;
+        let mut pf = pf.iter();
+        let mut next = || pf.next().copied().unwrap_or_default();
         for (li, l) in self.lp.iter().enumerate() {
             let (kc, vc) = (b.k_cache[li].ptr, b.v_cache[li].ptr);
             let qkv = GemvEpi::Qkv { q: b.q.ptr, kc, vc, bias: l.qkv_b, pos: b.pos.ptr, cos, sin, heads: (s.heads, s.kv_heads, s.head_dim), cache_strides: (cache_sb, cache_sh) };
-            k.gemv_fused(d, m, qd + 2 * kvd, s.hidden, b.x.ptr, l.qkv_w, norm(l.n1), qkv)?;
-            if self.cfg.attention_kernel && k.attn_fits(&shape, [b.q.ptr, kc, vc, b.attn.ptr]) {
-                k.attn_decode(d, &shape, b.q.ptr, kc, vc, b.attn.ptr, b.kvlen.ptr)?;
+            k.gemv_fused(d, m, qd + 2 * kvd, s.hidden, b.x.ptr, l.qkv_w, norm(l.n1), qkv, &next())?;
+            if use_attn(kc, vc) {
+                k.attn_decode(d, &shape, b.q.ptr, kc, vc, b.attn.ptr, b.kvlen.ptr, &next(), self.l2_window > 0)?;
             } else {
                 let qo = |ptr: u64| AttnOperand { ptr, sb: qd as i64, sh: s.head_dim as i64, ss: 0 };
                 let cache = |ptr: u64| AttnOperand { ptr, sb: cache_sb, sh: cache_sh, ss: s.head_dim as i64 };
                 attention::flash_decode(d, &p, qo(b.q.ptr), cache(kc), cache(vc), qo(b.attn.ptr), b.kvlen.ptr, b.ws.ptr)?;
             }
-            k.gemv_fused(d, m, s.hidden, qd, b.attn.ptr, l.o_w, None, GemvEpi::Residual { res: b.x.ptr, bias: l.o_b })?;
+            k.gemv_fused(d, m, s.hidden, qd, b.attn.ptr, l.o_w, None, GemvEpi::Residual { res: b.x.ptr, bias: l.o_b }, &next())?;
             let (up, mlp) = if s.gated {
                 (2 * s.inter, GemvEpi::Gated { out: b.act.ptr, bias: l.up_b, kind: s.act })
             } else {
                 (s.inter, GemvEpi::Act { out: b.act.ptr, bias: l.up_b, kind: s.act })
             };
-            k.gemv_fused(d, m, up, s.hidden, b.x.ptr, l.up_w, norm(l.n2), mlp)?;
-            k.gemv_fused(d, m, s.hidden, s.inter, b.act.ptr, l.down_w, None, GemvEpi::Residual { res: b.x.ptr, bias: l.down_b })?;
+            k.gemv_fused(d, m, up, s.hidden, b.x.ptr, l.up_w, norm(l.n2), mlp, &next())?;
+            k.gemv_fused(d, m, s.hidden, s.inter, b.act.ptr, l.down_w, None, GemvEpi::Residual { res: b.x.ptr, bias: l.down_b }, &next())?;
         }
         let fin = (ptr(&self.w.final_norm.w)?, opt_ptr(&self.w.final_norm.b)?);
-        k.gemv_fused(d, m, s.vocab, s.hidden, b.x.ptr, ptr(&self.w.lm_head)?, norm(fin), GemvEpi::Store { y: b.logits.ptr, out: DType::F32 })?;
-        self.select(m, 0)
+        let amax = if self.cfg.fused_argmax { b.amax.ptr } else { 0 };
+        k.gemv_fused(d, m, s.vocab, s.hidden, b.x.ptr, ptr(&self.w.lm_head)?, norm(fin), GemvEpi::Store { y: b.logits.ptr, out: DType::F32, amax }, &next())?;
+        self.select(m, 0, amax != 0)
+    }
+
+    /// The L2 prefetches of the folded decode step's kernels in launch order (see
+    /// `prefetch.rs`): per block q|k|v, attention (when `use_attn(k cache, v cache)`: the
+    /// one-kernel attention; the core's kernels take none and have no entry), o, gate|up, down;
+    /// then the LM head.
+    fn prefetch_plan(&self, use_attn: impl Fn(u64, u64) -> bool) -> Result<Vec<Prefetch>> {
+        let s = &self.w.spec;
+        let es = self.dtype.size() as u64;
+        let (qd, kvd) = ((s.heads * s.head_dim) as u64, (s.kv_heads * s.head_dim) as u64);
+        let (h, inter) = (s.hidden as u64, s.inter as u64);
+        let one = |p: u64, rows: u64, k: u64| Some(Read { parts: vec![p], part_bytes: rows * k * es });
+        let mut reads = Vec::new();
+        for (li, l) in self.lp.iter().enumerate() {
+            reads.push(one(l.qkv_w, qd + 2 * kvd, h));
+            if use_attn(self.b.k_cache[li].ptr, self.b.v_cache[li].ptr) {
+                reads.push(None);
+            }
+            reads.push(one(l.o_w, h, qd));
+            reads.push(if s.gated { Some(Read { parts: vec![l.up_w, l.up_w + inter * h * es], part_bytes: inter * h * es }) } else { one(l.up_w, inter, h) });
+            reads.push(one(l.down_w, h, inter));
+        }
+        reads.push(one(ptr(&self.w.lm_head)?, s.vocab as u64, h));
+        Ok(prefetch::plan(&reads, self.l2_window))
     }
 
     /// Embeddings and every block for `m` rows, leaving the final norm's output in `h`.

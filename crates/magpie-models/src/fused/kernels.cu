@@ -17,6 +17,45 @@ __device__ __forceinline__ void mp_pdl() {
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 }
 
+// ---- L2 prefetch of what later kernels read ----
+//
+// The weights do not change during a step, so a kernel may ask the L2 cache for the bytes a later
+// kernel reads (the host's prefetch plan, `prefetch.rs`): the HBM keeps streaming through each
+// kernel's tail, the gap between kernels and the next one's ramp. cp.async.bulk.prefetch hands a
+// range to the SM's copy engine (TMA): one instruction per PF_CHUNK bytes, nothing comes back to
+// registers. Ranges are 16-byte aligned multiples of 16 bytes (the host checks).
+#define MP_PF 4
+#define PF_CHUNK 16384
+__device__ __forceinline__ void mp_bulk_prefetch(const unsigned char* p, unsigned bytes) {
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+}
+// Block `blk` of `nblk` prefetches its share (a 256-byte multiple) of the concatenation of the
+// ranges (p[i], n[i] bytes); warp 0 issues it.
+__device__ __forceinline__ void pf_share(const unsigned char* const* p, const i64* n, i64 blk, i64 nblk) {
+    if (threadIdx.x >= 32) return;
+    const i64 lane = threadIdx.x;
+    i64 tot = 0;
+#pragma unroll
+    for (int k = 0; k < MP_PF; k++) tot += n[k];
+    if (tot <= 0) return;
+    const i64 share = ((tot + nblk - 1) / nblk + 255) & ~(i64)255;
+    const i64 a = blk * share, e = min(a + share, tot);
+    i64 base = 0;
+#pragma unroll
+    for (int k = 0; k < MP_PF; k++) {
+        const i64 lo = max(a, base), hi = min(e, base + n[k]);
+        for (i64 o = lo + lane * PF_CHUNK; o < hi; o += 32 * PF_CHUNK) mp_bulk_prefetch(p[k] + (o - base), (unsigned)min((i64)PF_CHUNK, hi - o));
+        base += n[k];
+    }
+}
+
+// Order-preserving map of a float to an unsigned integer (larger float, larger key).
+__device__ __forceinline__ unsigned fkey(float f) {
+    unsigned u = __float_as_uint(f);
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+__device__ __forceinline__ float funkey(unsigned k) { return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k); }
+
 template <class X> __device__ __forceinline__ X cvt(float v);
 template <> __device__ __forceinline__ float cvt<float>(float v) { return v; }
 template <> __device__ __forceinline__ bf16_t cvt<bf16_t>(float v) { return f2b(v); }
@@ -226,7 +265,13 @@ extern "C" __global__ void MP_K(fused_gemv4)(const T* x, const T* w, OT* y, int 
 // Each unit's K range is split over `ks` warps (1, 2, 4; more loads in flight for short outputs),
 // whose partial sums add in a fixed order. The weights are prefetched to L2 before the wait on the
 // previous kernel (they never change during a step), so with programmatic dependent launch the
-// first weight reads overlap the previous kernel's tail.
+// first weight reads overlap the previous kernel's tail. Each block also prefetches its share of
+// what later kernels read (`pfp`/`pfn`, see pf_share): when it starts (`pf_early`: its own rows
+// are already in L2, so the HBM would idle) or when it is done with its rows. With `evict_first`
+// the weight rows are read with the L2 evict-first policy (read once; the prefetched rows of the
+// next kernels stay). With `amax` (epilogue 0, f32 output) each row also folds (logit, row) into
+// amax[b], the packed key `fkey(y) << 32 | ~row` (largest logit, then lowest row; NaN skipped),
+// so the greedy selection needs no pass over the logits.
 // Field order: pointers, then 64-bit, then 32-bit values (the host's repr(C) mirror, GemvArgs).
 struct GemvArgs {
     const T* x;
@@ -242,11 +287,27 @@ struct GemvArgs {
     const int* pos;
     const float* cos_t;
     const float* sin_t;
+    u64* amax;
+    const unsigned char* pfp[MP_PF];
+    i64 pfn[MP_PF];
     i64 cache_sb, cache_sh;
     int N, K, units, ks, norm, epi, act, H, KVH, D;
     float eps;
-    int pad;
+    int pf_early, evict_first, pad;
 };
+
+// A 16-byte weight load under an L2 eviction policy (createpolicy), not kept in L1.
+__device__ __forceinline__ uint4 ld_w(const uint4* p, u64 pol) {
+    uint4 r;
+    asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p), "l"(pol));
+    return r;
+}
+__device__ __forceinline__ u64 l2_policy(int evict_first) {
+    u64 pol;
+    if (evict_first) asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+    else asm("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(pol));
+    return pol;
+}
 
 // Weight rows of unit u: one row, or the pair of the gated / attention epilogues.
 template <int R>
@@ -256,6 +317,52 @@ __device__ __forceinline__ void unit_rows(const GemvArgs& a, int u, i64& r0, i64
     int half = a.D >> 1, hh = u / half, i = u - hh * half;
     r0 = (i64)hh * a.D + i;
     r1 = r0 + half;
+}
+
+// Chunks of weight loads in flight per lane (R rows each).
+#define GU (8 / R)
+
+// One 16-byte chunk c of the unit's weight rows (already loaded) into the sums v:
+// v[r * MB + b]: products; v[R MB + b]: sum x^2; v[(R + 1) MB + b]: sum x;
+// v[(R + 2) MB + r]: sum W w; v[(R + 2) MB + R + r]: sum W b
+template <int MB, int R, int NORM>
+__device__ __forceinline__ void gemv_chunk(const GemvArgs& a, int c, const MpVec<T, 16 / sizeof(T)>* wv, float* v) {
+    const int V = 16 / sizeof(T), K = a.K;
+    float g[V], bb[V];
+    if (NORM) {
+        MpVec<T, V> t;
+        t.raw = __ldg(reinterpret_cast<const uint4*>(a.nw) + c);
+#pragma unroll
+        for (int e = 0; e < V; e++) g[e] = to_f32(t.v[e]);
+    }
+    if (NORM == 2) {
+        MpVec<T, V> t;
+        if (a.nb) t.raw = __ldg(reinterpret_cast<const uint4*>(a.nb) + c);
+#pragma unroll
+        for (int e = 0; e < V; e++) bb[e] = a.nb ? to_f32(t.v[e]) : 0.0f;
+#pragma unroll
+        for (int r = 0; r < R; r++)
+#pragma unroll
+            for (int e = 0; e < V; e++) {
+                float wf = to_f32(wv[r].v[e]);
+                v[(R + 2) * MB + r] += wf * g[e];
+                v[(R + 2) * MB + R + r] += wf * bb[e];
+            }
+    }
+#pragma unroll
+    for (int b = 0; b < MB; b++) {
+        MpVec<T, V> xv;
+        xv.raw = __ldg(reinterpret_cast<const uint4*>(a.x + (i64)b * K) + c);
+#pragma unroll
+        for (int e = 0; e < V; e++) {
+            float xf = to_f32(xv.v[e]);
+            if (NORM) v[R * MB + b] += xf * xf;
+            if (NORM == 2) v[(R + 1) * MB + b] += xf;
+            float xw = NORM ? xf * g[e] : xf;
+#pragma unroll
+            for (int r = 0; r < R; r++) v[r * MB + b] += to_f32(wv[r].v[e]) * xw;
+        }
+    }
 }
 
 template <int MB, int R, int NORM>
@@ -286,7 +393,9 @@ __device__ __forceinline__ void gemv_fused(const GemvArgs& a) {
             }
         }
     }
+    if (a.pf_early) pf_share(a.pfp, a.pfn, blockIdx.x, gridDim.x);
     mp_pdl();
+    const u64 pol = l2_policy(a.evict_first);
     for (int ub = blockIdx.x; ub * upb < a.units; ub += gridDim.x) {
         int u = ub * upb + warp / ks;
         bool live = u < a.units;
@@ -295,51 +404,30 @@ __device__ __forceinline__ void gemv_fused(const GemvArgs& a) {
         float v[NV];
 #pragma unroll
         for (int j = 0; j < NV; j++) v[j] = 0.0f;
-        // v[r * MB + b]: products; v[R MB + b]: sum x^2; v[(R + 1) MB + b]: sum x;
-        // v[(R + 2) MB + r]: sum W w; v[(R + 2) MB + R + r]: sum W b
         if (live) {
             const uint4* w0 = reinterpret_cast<const uint4*>(a.w + r0 * K);
             const uint4* w1 = reinterpret_cast<const uint4*>(a.w + r1 * K);
-#pragma unroll 4
-            for (int c = kpart * 32 + lane; c < chunks; c += 32 * ks) {
+            // GU chunks' weight loads are issued together before any is used (GU R loads of 16
+            // bytes in flight per lane: a loop with a run-time stride is not unrolled that way by
+            // the compiler, which left one chunk in flight), then the chunks are summed in order;
+            // the remainder one chunk at a time (the same order of sums)
+            const int step = 32 * ks;
+            int c = kpart * 32 + lane;
+            for (; c + (GU - 1) * step < chunks; c += GU * step) {
+                MpVec<T, V> wv[GU][R];
+#pragma unroll
+                for (int u = 0; u < GU; u++) {
+                    wv[u][0].raw = ld_w(w0 + c + u * step, pol);
+                    if (R == 2) wv[u][R - 1].raw = ld_w(w1 + c + u * step, pol);
+                }
+#pragma unroll
+                for (int u = 0; u < GU; u++) gemv_chunk<MB, R, NORM>(a, c + u * step, wv[u], v);
+            }
+            for (; c < chunks; c += step) {
                 MpVec<T, V> wv[R];
-                wv[0].raw = __ldg(w0 + c);
-                if (R == 2) wv[R - 1].raw = __ldg(w1 + c);
-                float g[V], bb[V];
-                if (NORM) {
-                    MpVec<T, V> t;
-                    t.raw = __ldg(reinterpret_cast<const uint4*>(a.nw) + c);
-#pragma unroll
-                    for (int e = 0; e < V; e++) g[e] = to_f32(t.v[e]);
-                }
-                if (NORM == 2) {
-                    MpVec<T, V> t;
-                    if (a.nb) t.raw = __ldg(reinterpret_cast<const uint4*>(a.nb) + c);
-#pragma unroll
-                    for (int e = 0; e < V; e++) bb[e] = a.nb ? to_f32(t.v[e]) : 0.0f;
-#pragma unroll
-                    for (int r = 0; r < R; r++)
-#pragma unroll
-                        for (int e = 0; e < V; e++) {
-                            float wf = to_f32(wv[r].v[e]);
-                            v[(R + 2) * MB + r] += wf * g[e];
-                            v[(R + 2) * MB + R + r] += wf * bb[e];
-                        }
-                }
-#pragma unroll
-                for (int b = 0; b < MB; b++) {
-                    MpVec<T, V> xv;
-                    xv.raw = __ldg(reinterpret_cast<const uint4*>(a.x + (i64)b * K) + c);
-#pragma unroll
-                    for (int e = 0; e < V; e++) {
-                        float xf = to_f32(xv.v[e]);
-                        if (NORM) v[R * MB + b] += xf * xf;
-                        if (NORM == 2) v[(R + 1) * MB + b] += xf;
-                        float xw = NORM ? xf * g[e] : xf;
-#pragma unroll
-                        for (int r = 0; r < R; r++) v[r * MB + b] += to_f32(wv[r].v[e]) * xw;
-                    }
-                }
+                wv[0].raw = ld_w(w0 + c, pol);
+                if (R == 2) wv[R - 1].raw = ld_w(w1 + c, pol);
+                gemv_chunk<MB, R, NORM>(a, c, wv, v);
             }
         }
 #pragma unroll
@@ -382,7 +470,15 @@ __device__ __forceinline__ void gemv_fused(const GemvArgs& a) {
             s1 = r * (s1 - mean * v[(R + 2) * MB + R - 1]) + v[(R + 2) * MB + 2 * R - 1];
         }
         if (a.epi == 0) {
-            a.y[(i64)b * a.N + r0] = cvt<OT>(s0);
+            const OT yv = cvt<OT>(s0);
+            a.y[(i64)b * a.N + r0] = yv;
+            const float lv = to_f32(yv);
+            if (a.amax && !(lv != lv)) {
+                const u64 key = ((u64)fkey(lv) << 32) | (u64)(0xffffffffu - (unsigned)r0);
+                u64* slot = a.amax + b;
+                // most rows lose against the key already there: read before the atomic
+                if (key > *(volatile u64*)slot) atomicMax((unsigned long long*)slot, (unsigned long long)key);
+            }
         } else if (a.epi == 1) {
             float d = rnd(s0);
             if (a.bias) d = rnd(d + to_f32(a.bias[r0]));
@@ -421,6 +517,7 @@ __device__ __forceinline__ void gemv_fused(const GemvArgs& a) {
             dst[i + half] = cvt<T>(x1);
         }
     }
+    if (!a.pf_early) pf_share(a.pfp, a.pfn, blockIdx.x, gridDim.x);
 }
 #define MP_GEMVX(MB, R, N) \
     extern "C" __global__ void __launch_bounds__(128) MP_K(fused_gemvx##MB##r##R##n##N)(const GemvArgs a) { gemv_fused<MB, R, N>(a); }
@@ -443,16 +540,22 @@ MP_GEMVX_MB(4)
 // nothing goes through global memory but q, K, V and o. All merges run in a fixed order.
 #define ATT_WARPS 8
 #define ATT_SPLITS 4
+// Before the wait on the previous kernel (the q|k|v GEMV) every block asks L2 for its keys and
+// values (`kv_prefetch`; all rows but the newest were written steps ago, and kvlen was written by
+// the step's embedding kernel, which the q|k|v GEMV waited for) and for its share of the weights
+// of the next kernels (`pfp`/`pfn`, see pf_share).
 struct AttnArgs {
     const T* q;
     const T* kc;
     const T* vc;
     T* o;
     const int* kvlen;
+    const unsigned char* pfp[MP_PF];
+    i64 pfn[MP_PF];
     i64 cache_sb, cache_sh;
     int H, KVH, hgroups, max_len;
     float scale_log2;
-    int pad;
+    int kv_prefetch;
 };
 
 __device__ __forceinline__ unsigned cl_rank() {
@@ -481,17 +584,29 @@ __device__ __forceinline__ void attn_decode(const AttnArgs& a) {
     // cluster barrier, first half: every block of the cluster has started before any writes
     // into block 0's shared memory
     asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
-    mp_pdl();
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int c = lane % LK, slot = warp * KPW + lane / LK;
     const unsigned rank = cl_rank();
     const int b = blockIdx.z, kvh = blockIdx.y / a.hgroups, hg = blockIdx.y % a.hgroups;
+    const i64 kv0 = (i64)b * a.cache_sb + (i64)kvh * a.cache_sh;
+    if (a.kv_prefetch && tid == 0) {
+        // a hint only: a stale count would prefetch other rows of the same caches
+        const int Lp = max(0, min(*(volatile const int*)(a.kvlen + b), a.max_len));
+        const int ch = (Lp + ATT_SPLITS - 1) / ATT_SPLITS, b0 = (int)rank * ch, e0 = min(b0 + ch, Lp);
+        if (e0 > b0) {
+            const unsigned bytes = (unsigned)((e0 - b0) * D * (int)sizeof(T));
+            mp_bulk_prefetch(reinterpret_cast<const unsigned char*>(a.kc + kv0 + (i64)b0 * D), bytes);
+            mp_bulk_prefetch(reinterpret_cast<const unsigned char*>(a.vc + kv0 + (i64)b0 * D), bytes);
+        }
+    }
+    pf_share(a.pfp, a.pfn, blockIdx.x + (i64)gridDim.x * (blockIdx.y + (i64)gridDim.y * blockIdx.z), (i64)gridDim.x * gridDim.y * gridDim.z);
+    mp_pdl();
     const int g = a.H / a.KVH, h0 = kvh * g + hg * G, nh = min(G, g - hg * G);
     const int L = max(0, min(a.kvlen[b], a.max_len));
     const int chunk = (L + ATT_SPLITS - 1) / ATT_SPLITS;
     const int kb = (int)rank * chunk, ke = min(kb + chunk, L);
-    const T* K = a.kc + (i64)b * a.cache_sb + (i64)kvh * a.cache_sh + c * V;
-    const T* Vv = a.vc + (i64)b * a.cache_sb + (i64)kvh * a.cache_sh + c * V;
+    const T* K = a.kc + kv0 + c * V;
+    const T* Vv = a.vc + kv0 + c * V;
     float qf[G][V], acc[G][V], m[G], l[G];
 #pragma unroll
     for (int gi = 0; gi < G; gi++) {
@@ -625,13 +740,6 @@ MP_ATTN(32, 1) MP_ATTN(32, 2)  // G = 4 would pass the 48 KB of static shared me
 
 // ---- token selection: one block (1024 threads) per sequence, over f32 logits [B, V] ----
 
-// Order-preserving map of a float to an unsigned integer (larger float, larger key).
-__device__ __forceinline__ unsigned fkey(float f) {
-    unsigned u = __float_as_uint(f);
-    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
-__device__ __forceinline__ float funkey(unsigned k) { return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k); }
-
 __device__ __forceinline__ u64 splitmix(u64 z) {
     z += 0x9e3779b97f4a7c15ull;
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -669,7 +777,10 @@ __device__ unsigned kth_key(const float* __restrict__ l, int V, int need, unsign
 // advances pos[b] and the draw counter ctr[b]. Row b is sequence row0 + b (its draws' stream).
 // With `hist` (host-mapped memory), the token also goes to hist[sequence][ctr[b]], where the host
 // reads it while the next step runs.
-extern "C" __global__ void MP_K(fused_select_token)(float* __restrict__ logits, int V, unsigned char* __restrict__ seen, int* __restrict__ tok, int* __restrict__ pos, u64* __restrict__ ctr, const SampleArgs* __restrict__ sargs, int row0, int* __restrict__ hist, int hist_stride) {
+// With `amax` (the LM head's fused argmax, see gemv_fused), a greedy selection without penalty
+// takes row b's token from amax[b] instead of a pass over the logits; amax[b] is reset to 0 for
+// the next step either way.
+extern "C" __global__ void MP_K(fused_select_token)(float* __restrict__ logits, int V, unsigned char* __restrict__ seen, int* __restrict__ tok, int* __restrict__ pos, u64* __restrict__ ctr, const SampleArgs* __restrict__ sargs, int row0, int* __restrict__ hist, int hist_stride, u64* __restrict__ amax) {
     mp_pdl();
     const SampleArgs a = *sargs;
     __shared__ float red[32];
@@ -679,6 +790,20 @@ extern "C" __global__ void MP_K(fused_select_token)(float* __restrict__ logits, 
     int b = blockIdx.x;
     float* l = logits + (i64)b * V;
     unsigned char* sn = seen + (i64)b * V;
+    if (amax && a.temperature <= 0.0f && a.penalty == 1.0f) {
+        if (threadIdx.x == 0) {
+            const u64 k = amax[b];
+            amax[b] = 0;
+            // no key: every logit was NaN (the scan's answer is then 0 as well)
+            const int pick = k ? (int)(0xffffffffu - (unsigned)(k & 0xffffffffu)) : 0;
+            if (hist && ctr[b] < (u64)hist_stride) hist[(i64)(row0 + b) * hist_stride + (i64)ctr[b]] = pick;
+            tok[b] = pick;
+            sn[pick] = 1;
+            pos[b] += 1;
+            ctr[b] += 1;
+        }
+        return;
+    }
     if (a.penalty != 1.0f) {
         for (int i = threadIdx.x; i < V; i += blockDim.x)
             if (sn[i]) l[i] = l[i] < 0.0f ? l[i] * a.penalty : l[i] / a.penalty;
@@ -800,6 +925,7 @@ extern "C" __global__ void MP_K(fused_select_token)(float* __restrict__ logits, 
         if (shu[0] != 0xffffffffu) pick = (int)shu[0];
     }
     if (threadIdx.x == 0) {
+        if (amax) amax[b] = 0;
         if (hist && ctr[b] < (u64)hist_stride) hist[(i64)(row0 + b) * hist_stride + (i64)ctr[b]] = pick;
         tok[b] = pick;
         sn[pick] = 1;

@@ -5,6 +5,7 @@ use magpie_core::backend::cuda::blas;
 use magpie_core::backend::cuda::compile::{self, PREAMBLE};
 use magpie_core::backend::cuda::device::{CudaDevice, Func};
 use magpie_core::backend::cuda::launch::{launch, launch_pdl, Args};
+use super::prefetch::{Prefetch, PF_SEGS};
 use magpie_core::{DType, Error, Result};
 use std::collections::HashMap;
 
@@ -53,8 +54,10 @@ pub struct GemvNorm {
 /// addresses may be 0 (none).
 #[derive(Clone, Copy, Debug)]
 pub enum GemvEpi {
-    /// `y` into `y`, in the storage dtype or f32 (`out`).
-    Store { y: u64, out: DType },
+    /// `y` into `y`, in the storage dtype or f32 (`out`). With `amax` (f32 output; 0: none), each
+    /// batch row's greedy pick is folded into the u64 `amax[m]` as well (see `gemv_fused` in
+    /// kernels.cu; [`Kernels::select`] reads and clears it).
+    Store { y: u64, out: DType, amax: u64 },
     /// The residual step: `res [m, n] += round(y + bias)`.
     Residual { res: u64, bias: u64 },
     /// `out [m, n] = act(y + bias)`.
@@ -85,6 +88,9 @@ struct GemvArgs {
     pos: u64,
     cos: u64,
     sin: u64,
+    amax: u64,
+    pfp: [u64; PF_SEGS],
+    pfn: [i64; PF_SEGS],
     cache_sb: i64,
     cache_sh: i64,
     n: i32,
@@ -98,6 +104,8 @@ struct GemvArgs {
     kvh: i32,
     d: i32,
     eps: f32,
+    pf_early: i32,
+    evict_first: i32,
     pad: i32,
 }
 
@@ -124,6 +132,9 @@ pub struct Kernels {
     pub gemv_split: usize,
     /// Launch with programmatic dependent launch (each kernel's launch overlaps the previous one's tail).
     pub pdl: bool,
+    /// The fused GEMV reads its weight rows with the L2 evict-first policy (they are read once per
+    /// step; what the prefetch plan asked for stays in L2).
+    pub evict_first: bool,
 }
 
 fn ctype(dt: DType) -> Result<&'static str> {
@@ -164,6 +175,8 @@ struct AttnArgs {
     vc: u64,
     o: u64,
     kvlen: u64,
+    pfp: [u64; PF_SEGS],
+    pfn: [i64; PF_SEGS],
     cache_sb: i64,
     cache_sh: i64,
     h: i32,
@@ -171,7 +184,7 @@ struct AttnArgs {
     hgroups: i32,
     max_len: i32,
     scale_log2: f32,
-    pad: i32,
+    kv_prefetch: i32,
 }
 
 /// The shapes of one [`Kernels::attn_decode`] call.
@@ -237,6 +250,7 @@ impl Kernels {
             attn: ATTN_VARIANTS.iter().map(|&(lk, gb)| Ok(((lk, gb), f(&format!("attn_l{lk}g{gb}"))?))).collect::<Result<_>>()?,
             gemv_split: 0,
             pdl: true,
+            evict_first: true,
         })
     }
 
@@ -294,9 +308,11 @@ impl Kernels {
     /// Each row's buffers start at the given addresses; `sargs` addresses a [`SampleArgs`] and
     /// `row0` is the first row's sequence index (it seeds the row's draws).
     /// `hist` (0: none) receives each sequence's token at its draw count (`hist_stride` per sequence).
-    pub fn select(&self, dev: &CudaDevice, rows: usize, logits: u64, vocab: usize, seen: u64, tok: u64, pos: u64, ctr: u64, sargs: u64, row0: usize, hist: (u64, usize)) -> Result<()> {
+    /// `amax` (0: none): the u64 per row that a [`GemvEpi::Store`] with `amax` filled; a greedy
+    /// selection without penalty takes its token from there; it is cleared either way.
+    pub fn select(&self, dev: &CudaDevice, rows: usize, logits: u64, vocab: usize, seen: u64, tok: u64, pos: u64, ctr: u64, sargs: u64, row0: usize, hist: (u64, usize), amax: u64) -> Result<()> {
         let mut a = Args::new();
-        a.push(logits).push(vocab as i32).push(seen).push(tok).push(pos).push(ctr).push(sargs).push(row0 as i32).push(hist.0).push(hist.1 as i32);
+        a.push(logits).push(vocab as i32).push(seen).push(tok).push(pos).push(ctr).push(sargs).push(row0 as i32).push(hist.0).push(hist.1 as i32).push(amax);
         self.go(dev, "fused.select_token", self.select, (rows as u32, 1, 1), (1024, 1, 1), 0, &mut a)
     }
 
@@ -325,15 +341,17 @@ impl Kernels {
 
     /// `y [m, n] = norm(x) [m, k] · w [n, k]ᵀ` for a decode batch of 1 to 4 rows, with the
     /// neighbouring steps folded in: `norm` (None: x as given) and `epi` (what happens to the
-    /// sums). See `gemv_fused` in kernels.cu.
+    /// sums); the blocks also ask L2 for `pf`'s ranges (the weights of later kernels). See
+    /// `gemv_fused` in kernels.cu.
     #[allow(clippy::too_many_arguments)]
-    pub fn gemv_fused(&self, dev: &CudaDevice, m: usize, n: usize, k: usize, x: u64, w: u64, norm: Option<GemvNorm>, epi: GemvEpi) -> Result<()> {
+    pub fn gemv_fused(&self, dev: &CudaDevice, m: usize, n: usize, k: usize, x: u64, w: u64, norm: Option<GemvNorm>, epi: GemvEpi, pf: &Prefetch) -> Result<()> {
         let op = "fused.gemv_fused";
         let nptr = norm.map_or((0, 0), |nm| (nm.w, nm.b));
         if !self.gemv_fusable(m, k, x, w, nptr) || n == 0 || n > i32::MAX as usize {
             return Err(Error::value(op, format!("{m} rows of {k} (x at {x:#x}, w at {w:#x}) x {n} outputs do not fit the fused GEMV")));
         }
-        let mut a = GemvArgs { x, w, n: n as i32, k: k as i32, units: n as i32, ..GemvArgs::default() };
+        let (pfp, pfn) = pf_fields(op, pf)?;
+        let mut a = GemvArgs { x, w, n: n as i32, k: k as i32, units: n as i32, pfp, pfn, pf_early: pf.early as i32, evict_first: self.evict_first as i32, ..GemvArgs::default() };
         if let Some(nm) = norm {
             a.norm = if nm.rms { 1 } else { 2 };
             a.nw = nm.w;
@@ -343,13 +361,17 @@ impl Kernels {
         let mut pair = false;
         let mut f32_out = false;
         match epi {
-            GemvEpi::Store { y, out } => {
+            GemvEpi::Store { y, out, amax } => {
                 a.y = y;
                 if out == DType::F32 && self.dtype != DType::F32 {
                     f32_out = true;
                 } else if out != self.dtype {
                     return Err(Error::value(op, format!("output dtype {out} of a {} GEMV", self.dtype)));
                 }
+                if amax != 0 && (out != DType::F32 || !amax.is_multiple_of(8)) {
+                    return Err(Error::value(op, format!("the fused argmax needs f32 output and an 8-byte aligned slot, got {out} at {amax:#x}")));
+                }
+                a.amax = amax;
             }
             GemvEpi::Residual { res, bias } => {
                 a.epi = 1;
@@ -452,8 +474,10 @@ impl Kernels {
     /// `shape.cache_strides` say), into `o [batch, heads, head_dim]`. A cluster of four blocks per
     /// (sequence, kv head, head group) splits the keys and merges on the chip (see `attn_decode` in
     /// kernels.cu). The same values as the core's `flash_decode` up to the order of f32 sums.
+    /// Before waiting for the previous kernel, the blocks ask L2 for their keys and values
+    /// (`kv_prefetch`) and for `pf`'s ranges.
     #[allow(clippy::too_many_arguments)]
-    pub fn attn_decode(&self, dev: &CudaDevice, shape: &AttnShape, q: u64, kc: u64, vc: u64, o: u64, kvlen: u64) -> Result<()> {
+    pub fn attn_decode(&self, dev: &CudaDevice, shape: &AttnShape, q: u64, kc: u64, vc: u64, o: u64, kvlen: u64, pf: &Prefetch, kv_prefetch: bool) -> Result<()> {
         let op = "fused.attn_decode";
         let plan = self.attn_plan(shape).filter(|_| [q, kc, vc, o].iter().all(|p| p.is_multiple_of(16)));
         let Some((lk, gb)) = plan else {
@@ -462,12 +486,15 @@ impl Kernels {
         let f = self.attn.iter().find(|(k, _)| *k == (lk, gb)).map(|(_, f)| *f).ok_or_else(|| Error::device(op, format!("kernel attn_l{lk}g{gb} missing")))?;
         let (h, kvh, _) = shape.heads;
         let hgroups = (h / kvh).div_ceil(gb);
+        let (pfp, pfn) = pf_fields(op, pf)?;
         let a = AttnArgs {
             q,
             kc,
             vc,
             o,
             kvlen,
+            pfp,
+            pfn,
             cache_sb: shape.cache_strides.0,
             cache_sh: shape.cache_strides.1,
             h: h as i32,
@@ -475,10 +502,25 @@ impl Kernels {
             hgroups: hgroups as i32,
             max_len: shape.max_len as i32,
             scale_log2: shape.scale * std::f32::consts::LOG2_E,
-            pad: 0,
+            kv_prefetch: kv_prefetch as i32,
         };
         let mut args = Args::new();
         args.push(a);
         self.go(dev, op, f, (ATTN_SPLITS, (kvh * hgroups) as u32, shape.batch as u32), (ATTN_THREADS, 1, 1), 0, &mut args)
     }
+}
+
+/// The prefetch ranges as kernel arguments (16-byte aligned multiples of 16: what
+/// `cp.async.bulk.prefetch` takes).
+fn pf_fields(op: &str, pf: &Prefetch) -> Result<([u64; PF_SEGS], [i64; PF_SEGS])> {
+    let mut p = [0u64; PF_SEGS];
+    let mut n = [0i64; PF_SEGS];
+    for (i, &(a, b)) in pf.segs.iter().enumerate() {
+        if !a.is_multiple_of(16) || !b.is_multiple_of(16) || b > i64::MAX as u64 {
+            return Err(Error::value(op, format!("prefetch range {a:#x} + {b} is not 16-byte aligned")));
+        }
+        p[i] = a;
+        n[i] = b as i64;
+    }
+    Ok((p, n))
 }

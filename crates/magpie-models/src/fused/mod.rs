@@ -28,6 +28,7 @@ mod encoder;
 mod engine;
 mod generate;
 mod kernels;
+mod prefetch;
 mod weights;
 
 pub use encoder::{EncoderOutput, FusedEncoder};
