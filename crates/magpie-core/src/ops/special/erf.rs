@@ -4,7 +4,7 @@
 use std::f64::consts::{PI, SQRT_2};
 
 /// 2 / sqrt(pi).
-const TWO_OVER_SQRT_PI: f64 = 1.128_379_167_095_512_6;
+const TWO_OVER_SQRT_PI: f64 = std::f64::consts::FRAC_2_SQRT_PI;
 
 /// The error function.
 pub fn erf(x: f64) -> f64 {

@@ -15,7 +15,7 @@ use crate::{Error, Result};
 use std::f64::consts::PI;
 
 /// 2 / sqrt(pi).
-const TWO_OVER_SQRT_PI: f64 = 1.128_379_167_095_512_6;
+const TWO_OVER_SQRT_PI: f64 = std::f64::consts::FRAC_2_SQRT_PI;
 
 fn entr(x: f64) -> f64 {
     if x.is_nan() {
