@@ -1,5 +1,5 @@
 //! `scaled_dot_product_attention` forward + backward on cuda:0 at training shapes: the flash
-//! kernels (no mask) against the composite (an explicit all-zero or causal float mask sends it
+//! kernels (no mask; for float32 the tiled kernels and the older scalar ones) against the composite (an explicit all-zero or causal float mask sends it
 //! there), in ms per forward+backward and peak-free memory. PyTorch's side of the same cases is
 //! `benchmark/train/sdpa_torch.py`. For diagnosis, not a test.
 //!
@@ -7,6 +7,7 @@
 
 use magpie_core::backend::cuda;
 use magpie_core::backend::cuda::attention_bwd::{scalar_backward_min_scores, set_scalar_backward_min_scores};
+use magpie_core::backend::cuda::attention_f32;
 use magpie_core::ops::nn;
 use magpie_core::{DType, Device, Result, Tensor};
 use std::time::Instant;
@@ -32,9 +33,12 @@ fn main() -> Result<()> {
                 mask = mask.masked_fill(&keep.logical_not()?, f64::NEG_INFINITY)?;
             }
             let mask = mask.to_device(GPU)?;
-            for (path, m) in [("flash", None), ("composite", Some(&mask))] {
-                // "flash" forces the scalar kernels for float32 too (by default small float32 cases take the composite)
-                set_scalar_backward_min_scores(if path == "flash" { 0 } else { default_min });
+            let paths: &[(&str, Option<&Tensor>)] = if dt == DType::F32 { &[("flash", None), ("flash-scalar", None), ("composite", Some(&mask))] } else { &[("flash", None), ("composite", Some(&mask))] };
+            for &(path, m) in paths {
+                // float32 "flash": the tiled kernels (attention_f32); "flash-scalar": the older
+                // scalar kernels, forced (by default they leave small float32 cases to the composite)
+                attention_f32::set_enabled(path != "flash-scalar");
+                set_scalar_backward_min_scores(if path == "composite" { default_min } else { 0 });
                 let step = || -> Result<()> {
                     let y = nn::scaled_dot_product_attention(&q, &k, &v, m, 0.0, causal && m.is_none(), None, false)?;
                     y.backward_with(Some(&go), false, false)?;

@@ -182,11 +182,14 @@ fn composite_causal_softmax_on_cuda_matches() {
     // float32 with autograd below the threshold: the composite, whose causal softmax runs inside
     // the softmax kernel on CUDA
     set_scalar_backward_min_scores(usize::MAX);
+    // and with the tiled float32 kernels off (on, float32 takes them at every size)
+    magpie_core::backend::cuda::attention_f32::set_enabled(false);
     let mut rng = Rng::new(45);
     for (qs, ks) in [(vec![2usize, 3, 37, 64], vec![2usize, 3, 37, 64]), (vec![1, 2, 70, 40], vec![1, 2, 33, 40]), (vec![1, 2, 20, 16], vec![1, 2, 50, 16])] {
         case_on(&mut rng, DType::F32, &qs, &ks, true, false, "!Flash");
         case_on(&mut rng, DType::BF16, &qs, &ks, true, false, if qs[3] == 64 { "FlashAttentionForCuda" } else { "!Flash" });
     }
+    magpie_core::backend::cuda::attention_f32::set_enabled(true);
     set_scalar_backward_min_scores(1 << 26);
 }
 

@@ -1,6 +1,7 @@
 //! Flash attention on raw device pointers (host side of `kernels/attention.cu`): the prefill
 //! forward [`flash_forward`] (tensor cores for f16/bf16 with head_dim 64 or 128 on aligned
-//! operands, a scalar f32-math kernel otherwise) and the split-KV decode [`flash_decode`], whose
+//! operands, register-tiled float32 kernels for float32 with head_dim up to 128 (`attention_f32.rs`),
+//! a scalar f32-math kernel otherwise) and the split-KV decode [`flash_decode`], whose
 //! launch configuration depends only on its [`DecodeParams`] so that it can be captured in a
 //! CUDA graph and replayed while the key counts (read on the device) change.
 
@@ -305,6 +306,9 @@ pub fn flash_forward_lse(dev: &CudaDevice, p: &FlashParams, q: AttnOperand, k: A
         return Err(Error::value(op, "kv_lens is a null device pointer"));
     }
     dev.bind()?;
+    if kv_lens.is_none() && super::attention_f32::applies(p) {
+        return super::attention_f32::forward(dev, op, p, q, k, v, o, lse.unwrap_or(0));
+    }
     let mut kp = KParams {
         batch: p.batch as i32,
         n_heads: p.n_heads as i32,

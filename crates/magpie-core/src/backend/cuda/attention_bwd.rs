@@ -3,7 +3,8 @@
 //! [`flash_forward_lse`](super::attention::flash_forward_lse) saved. Three launches: the row dots
 //! `delta = rowsum(dO * O)`, then dK/dV (a block per key tile of each kv head, walking the query
 //! heads of its GQA group, so no reduction over heads follows) and dQ (a block per query tile).
-//! Tensor cores for f16/bf16 with head_dim 64 or 128 on 16-byte aligned operands, f32 scalar math
+//! Tensor cores for f16/bf16 with head_dim 64 or 128 on 16-byte aligned operands, the tiled
+//! float32 kernels of `attention_f32.rs` for float32 with head_dim up to 128, f32 scalar math
 //! otherwise. Nothing of size q_len x kv_len is allocated.
 
 use super::attention::{aligned16, check_common, check_ptrs, fits_i32, set_smem, AttnOperand, Causal, FlashParams, LOG2E};
@@ -112,6 +113,9 @@ pub fn flash_backward(dev: &CudaDevice, p: &FlashParams, b: &FlashBwdBuffers) ->
         check_ptrs(op, &[("k", &b.k), ("v", &b.v), ("dk", &b.dk), ("dv", &b.dv)])?;
     }
     dev.bind()?;
+    if super::attention_f32::applies(p) {
+        return super::attention_f32::backward(dev, op, p, b);
+    }
     let kp = KBwdParams {
         batch: p.batch as i32,
         n_heads: p.n_heads as i32,

@@ -36,6 +36,8 @@ pub enum KFile {
     Attention,
     /// Flash attention backward (`attention_bwd.rs`).
     AttentionBwd,
+    /// Float32 flash attention forward and backward, register-tiled (`attention_f32.rs`).
+    AttentionF32,
     /// Loss scaling for mixed precision (`amp.rs`).
     Amp,
     /// Quantized decode GEMV (`quant.rs`).
@@ -62,6 +64,7 @@ impl KFile {
             KFile::Loss => "loss",
             KFile::Attention => "attention",
             KFile::AttentionBwd => "attention_bwd",
+            KFile::AttentionF32 => "attention_f32",
             KFile::Amp => "amp",
             KFile::Quant => "quant_gemv",
             KFile::GemmPad => "gemm_pad",
@@ -82,6 +85,7 @@ impl KFile {
             KFile::Loss => include_str!("kernels/loss.cu"),
             KFile::Attention => concat!(include_str!("kernels/attention_common.cuh"), include_str!("kernels/attention.cu")),
             KFile::AttentionBwd => concat!(include_str!("kernels/attention_common.cuh"), include_str!("kernels/attention_bwd.cu")),
+            KFile::AttentionF32 => concat!(include_str!("kernels/attention_common.cuh"), include_str!("kernels/attention_f32.cu")),
             KFile::Amp => include_str!("kernels/amp.cu"),
             KFile::Quant => include_str!("kernels/quant_gemv.cu"),
             KFile::GemmPad => include_str!("kernels/gemm_pad.cu"),

@@ -9,6 +9,7 @@
 use super::attention_fused::composite_backward;
 use crate::autograd::{self, Saved};
 use crate::backend::cuda::attention::{flash_forward_lse, AttnOperand, Causal, FlashParams};
+use crate::backend::cuda::attention_f32::{self, MAX_TILED_HEAD_DIM};
 use crate::backend::cuda::attention_bwd::{flash_backward, scalar_backward_min_scores, FlashBwdBuffers};
 use crate::backend::cuda::kern::elem_ptr;
 use crate::backend::cuda::ops::empty;
@@ -133,7 +134,10 @@ pub(crate) fn sdpa_flash(q: &Tensor, k: &Tensor, v: &Tensor, causal: bool, scale
     }
     let grad = autograd::is_grad_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
     let scores = (q.numel() / e) * ks[nd - 2];
-    if grad && !(matches!(q.dtype(), DType::F16 | DType::BF16) && matches!(e, 64 | 128)) && scores < scalar_backward_min_scores() {
+    // the scalar kernels lose to the composite below the threshold; the tensor-core and the tiled
+    // float32 kernels are taken at every size (measured: benchmark/NOTES.md, Issue 14, "float32 flash")
+    let fast_bwd = matches!(q.dtype(), DType::F16 | DType::BF16) && matches!(e, 64 | 128) || q.dtype() == DType::F32 && e <= MAX_TILED_HEAD_DIM && attention_f32::enabled();
+    if grad && !fast_bwd && scores < scalar_backward_min_scores() {
         return Ok(None);
     }
     let (q4, k4, v4) = (as_4d(q)?, as_4d(k)?, as_4d(v)?);
