@@ -135,7 +135,7 @@ pub(crate) fn sdpa_flash(q: &Tensor, k: &Tensor, v: &Tensor, causal: bool, scale
     let grad = autograd::is_grad_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
     let scores = (q.numel() / e) * ks[nd - 2];
     // the scalar kernels lose to the composite below the threshold; the tensor-core and the tiled
-    // float32 kernels are taken at every size (measured: benchmark/NOTES.md, Issue 14, "float32 flash")
+    // float32 kernels are taken at every size (measured: benchmark/NOTES.md, "Float32 flash attention")
     let fast_bwd = matches!(q.dtype(), DType::F16 | DType::BF16) && matches!(e, 64 | 128) || q.dtype() == DType::F32 && e <= MAX_TILED_HEAD_DIM && attention_f32::enabled();
     if grad && !fast_bwd && scores < scalar_backward_min_scores() {
         return Ok(None);
