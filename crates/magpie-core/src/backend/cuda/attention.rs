@@ -307,7 +307,7 @@ pub fn flash_forward_lse(dev: &CudaDevice, p: &FlashParams, q: AttnOperand, k: A
     }
     dev.bind()?;
     if kv_lens.is_none() && super::attention_f32::applies(p) {
-        return super::attention_f32::forward(dev, op, p, q, k, v, o, lse.unwrap_or(0));
+        return super::attention_f32::forward(dev, op, p, [q, k, v, o], lse.unwrap_or(0));
     }
     let mut kp = KParams {
         batch: p.batch as i32,

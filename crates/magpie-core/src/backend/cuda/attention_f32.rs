@@ -25,6 +25,11 @@ pub fn set_enabled(on: bool) {
 }
 
 /// Whether the tiled float32 kernels are on (see [`set_enabled`]).
+///
+/// ```
+/// // on unless a benchmark or test turned them off
+/// assert!(magpie_core::backend::cuda::attention_f32::enabled());
+/// ```
 pub fn enabled() -> bool {
     ENABLED.load(Ordering::Relaxed)
 }
@@ -162,7 +167,9 @@ fn kernel_name(kind: &str, dp: usize) -> &'static str {
 
 /// The forward for params that [`applies`] accepts, already checked by the caller
 /// (`flash_forward_lse`): o, and each row's log2-sum-exp into `lse` when it is nonzero.
-pub(super) fn forward(dev: &CudaDevice, op: &str, p: &FlashParams, q: AttnOperand, k: AttnOperand, v: AttnOperand, o: AttnOperand, lse: u64) -> Result<()> {
+/// `qkvo` holds q, k, v and o.
+pub(super) fn forward(dev: &CudaDevice, op: &str, p: &FlashParams, qkvo: [AttnOperand; 4], lse: u64) -> Result<()> {
+    let [q, k, v, o] = qkvo;
     let none = AttnOperand { ptr: 0, sb: 0, sh: 0, ss: 0 };
     let kp = params(p, [q, k, v, o, none, none, none, none], lse, 0);
     let dp = padded_head_dim(p.head_dim);
