@@ -37,6 +37,10 @@ pub struct EngineConfig {
     pub fuse: bool,
     /// Warps per output of the fused GEMV (1, 2 or 4); 0 chooses from the shape.
     pub gemv_split: usize,
+    /// With `gemv_split` 0: choose the split of K by the rounds of batched weight loads each
+    /// lane issues and the waves of warps (true, the default), or split while the SMs hold under
+    /// 32 warps each (false; the rule before 2026-11-27).
+    pub gemv_split_by_rounds: bool,
     /// In the folded decode step, attention as one kernel (a cluster of blocks per kv head that
     /// merges its key splits on the chip) where its shapes allow (false: the core's split-KV
     /// kernel and its combine).
@@ -63,6 +67,7 @@ impl Default for EngineConfig {
             pdl: true,
             fuse: true,
             gemv_split: 0,
+            gemv_split_by_rounds: true,
             attention_kernel: true,
             l2_prefetch: 0,
             fused_argmax: true,
@@ -179,6 +184,7 @@ impl FusedDecoder {
         let mut k = Kernels::new(&dev, dtype)?;
         k.pdl = cfg.pdl;
         k.gemv_split = cfg.gemv_split;
+        k.split_by_rounds = cfg.gemv_split_by_rounds;
         k.evict_first = cfg.l2_prefetch > 0;
         let lp = w
             .layers
