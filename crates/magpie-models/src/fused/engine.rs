@@ -37,10 +37,11 @@ pub struct EngineConfig {
     pub fuse: bool,
     /// Warps per output of the fused GEMV (1, 2 or 4); 0 chooses from the shape.
     pub gemv_split: usize,
-    /// With `gemv_split` 0: choose the split of K by the rounds of batched weight loads each
-    /// lane issues and the waves of warps (true, the default), or split while the SMs hold under
-    /// 32 warps each (false; the rule before 2026-11-27).
-    pub gemv_split_by_rounds: bool,
+    /// With `gemv_split` 0: split K only where that divides the estimated round trips of the
+    /// weight loads (rounds of batched loads per lane times waves of warps) by at least this
+    /// factor (`fused::split_by_rounds`; default 2); 0: split while the SMs hold under 32 warps
+    /// each (the rule before 2026-11-27).
+    pub gemv_split_min_gain: u32,
     /// In the folded decode step, attention as one kernel (a cluster of blocks per kv head that
     /// merges its key splits on the chip) where its shapes allow (false: the core's split-KV
     /// kernel and its combine).
@@ -67,7 +68,7 @@ impl Default for EngineConfig {
             pdl: true,
             fuse: true,
             gemv_split: 0,
-            gemv_split_by_rounds: true,
+            gemv_split_min_gain: 2,
             attention_kernel: true,
             l2_prefetch: 0,
             fused_argmax: true,
@@ -184,7 +185,7 @@ impl FusedDecoder {
         let mut k = Kernels::new(&dev, dtype)?;
         k.pdl = cfg.pdl;
         k.gemv_split = cfg.gemv_split;
-        k.split_by_rounds = cfg.gemv_split_by_rounds;
+        k.split_min_gain = cfg.gemv_split_min_gain;
         k.evict_first = cfg.l2_prefetch > 0;
         let lp = w
             .layers
