@@ -177,7 +177,7 @@ impl FusedDecoder {
                 return Err(Error::value(op, format!("max_len {} exceeds the model's {mp} positions", cfg.max_len)));
             }
         }
-        if s.heads % s.kv_heads != 0 || s.heads * s.head_dim == 0 {
+        if !s.heads.is_multiple_of(s.kv_heads) || s.heads * s.head_dim == 0 {
             return Err(Error::value(op, format!("{} heads over {} kv heads of dim {}", s.heads, s.kv_heads, s.head_dim)));
         }
         let dtype = w.wte.dtype();

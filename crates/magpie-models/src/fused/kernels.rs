@@ -370,7 +370,7 @@ impl Kernels {
     #[allow(clippy::too_many_arguments)]
     pub fn linear(&self, dev: &CudaDevice, m: usize, n: usize, k: usize, x: u64, w: u64, y: u64, out: DType, use_gemv: bool) -> Result<()> {
         let vec = 16 / self.dtype.size();
-        let aligned = k % vec == 0 && x % 16 == 0 && w % 16 == 0;
+        let aligned = k.is_multiple_of(vec) && x.is_multiple_of(16) && w.is_multiple_of(16);
         if use_gemv && (1..=4).contains(&m) && aligned && n > 0 {
             let f = if out == self.dtype { self.gemv[m - 1] } else { self.gemv_f32[m - 1] };
             let warps = 4u32;
