@@ -201,6 +201,9 @@ fn run_case(a: &Args, case: &str, path: &str) -> Result<Vec<Value>> {
         let fuse = std::env::var("MAGPIE_FUSED_FUSE").map_or(true, |v| v != "0");
         // MAGPIE_FUSED_SPLIT=1|2|4: warps per output of the fused GEMV (default: chosen per shape)
         let gemv_split = std::env::var("MAGPIE_FUSED_SPLIT").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+        // MAGPIE_FUSED_SPLIT_GAIN=N: split K only where it divides the estimated round trips by N
+        // (default 2; 1: any gain; 0: the rule before 2026-11-27)
+        let gemv_split_min_gain = std::env::var("MAGPIE_FUSED_SPLIT_GAIN").ok().and_then(|v| v.parse().ok()).unwrap_or(EngineConfig::default().gemv_split_min_gain);
         // MAGPIE_FUSED_ATTN=0: the core's split-KV decode attention and its combine kernel instead
         // of the one-kernel attention of the folded step
         let attention_kernel = std::env::var("MAGPIE_FUSED_ATTN").map_or(true, |v| v != "0");
@@ -208,7 +211,7 @@ fn run_case(a: &Args, case: &str, path: &str) -> Result<Vec<Value>> {
         let l2_prefetch = std::env::var("MAGPIE_FUSED_PF_MB").ok().and_then(|v| v.parse::<usize>().ok()).map_or(EngineConfig::default().l2_prefetch, |m| m << 20);
         // MAGPIE_FUSED_ARGMAX=0: greedy selection by a pass over the logits (not the LM head's argmax)
         let fused_argmax = std::env::var("MAGPIE_FUSED_ARGMAX").map_or(true, |v| v != "0");
-        let cfg = EngineConfig { max_batch: batch, max_len: prompt_len + new_tokens.max(1), gemv, pdl, fuse, gemv_split, attention_kernel, l2_prefetch, fused_argmax, ..EngineConfig::default() };
+        let cfg = EngineConfig { max_batch: batch, max_len: prompt_len + new_tokens.max(1), gemv, pdl, fuse, gemv_split, gemv_split_min_gain, attention_kernel, l2_prefetch, fused_argmax, ..EngineConfig::default() };
         engine = Some(FusedDecoder::from_model(&model, cfg)?);
     }
     // the fused engines hold what they read: free the module tree (its unfused q/k/v, gate/up)

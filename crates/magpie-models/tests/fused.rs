@@ -205,8 +205,10 @@ fn decode_logits(m: &AutoModel, prompts: &[Vec<u32>], steps: usize, cfg: EngineC
 
 /// The decode step with the norms, residual adds, activation, bias, rotary embedding and KV-cache
 /// write folded into the GEMVs against the separate kernels: GPT-2 (LayerNorm, biases, GELU),
-/// Llama (RMSNorm, SwiGLU, rope), Qwen2 (q/k/v bias), odd widths and head dims, batches 1-4 with
-/// rows at different positions, every split of K over warps, float32 and bfloat16.
+/// Llama (RMSNorm, SwiGLU, rope), Qwen2 (q/k/v bias), odd widths and head dims (rows of 33, 66, 89
+/// and 178 chunks: full batches of loads and every size of the halving rest), batches 1-4 with
+/// rows at different positions, every split of K over warps and the rules that choose it,
+/// float32 and bfloat16.
 #[test]
 fn fused_decode_step_equals_the_separate_kernels() {
     let Some(_serial) = gpu() else { return };
@@ -229,15 +231,15 @@ fn fused_decode_step_equals_the_separate_kernels() {
                 let cfg = EngineConfig { max_batch: 4, max_len: 64, ..EngineConfig::default() };
                 let (want, want_tok, fused) = decode_logits(m, &prompts[..batch], steps, EngineConfig { fuse: false, ..cfg });
                 assert!(!fused, "{label} {dtype}: fuse = false still fuses");
-                // every split of K with the one-kernel attention (the default), then the core's
-                // split-KV attention
-                let variants = [(0, true), (1, true), (2, true), (4, true), (0, false)];
-                for (split, attention_kernel) in variants {
-                    let c = EngineConfig { gemv_split: split, attention_kernel, ..cfg };
+                // every split of K with the one-kernel attention (the default), the split chosen
+                // by the older rule, then the core's split-KV attention
+                let variants = [(0, true, 2), (1, true, 2), (2, true, 2), (4, true, 2), (0, true, 1), (0, true, 0), (0, false, 2)];
+                for (split, attention_kernel, gain) in variants {
+                    let c = EngineConfig { gemv_split: split, attention_kernel, gemv_split_min_gain: gain, ..cfg };
                     let (got, got_tok, fused) = decode_logits(m, &prompts[..batch], steps, c);
                     assert!(fused, "{label} {dtype} batch {batch}: the decode step is not fused");
                     let d = rel_diff(&got, &want);
-                    let what = format!("{label} {dtype} batch {batch} split {split} attention kernel {attention_kernel}");
+                    let what = format!("{label} {dtype} batch {batch} split {split} (least gain {gain}) attention kernel {attention_kernel}");
                     assert!(d <= tol, "{what}: fused logits differ from the separate kernels' by {d} (tolerance {tol})");
                     if dtype == DType::F32 {
                         assert_eq!(got_tok, want_tok, "{what}: fused decoding picks other tokens");
@@ -279,6 +281,34 @@ fn one_kernel_decode_attention_equals_split_kv_on_long_caches() {
             }
         }
     }
+}
+
+/// The fused GEMV's split of K (warps per unit) by rounds of batched loads: the shapes of
+/// Llama-3.2-1B bf16 and GPT-2 f32 on 132 SMs, short rows, tiny shapes, the least gain that
+/// makes a split worth it. No GPU needed.
+#[test]
+fn gemv_split_by_rounds_picks_the_fewest_round_trips() {
+    use magpie_models::fused::split_by_rounds;
+    // Llama-3.2-1B bf16 (2048-wide rows: 256 chunks of 16 bytes; down 8192-wide: 1024)
+    assert_eq!(split_by_rounds(1536, 256, 2, 132, 2), 2, "q|k|v: 2 rounds of 4 row pairs a lane become 1");
+    assert_eq!(split_by_rounds(2048, 256, 1, 132, 2), 1, "o: one round of 8 a lane, one wave");
+    assert_eq!(split_by_rounds(8192, 256, 2, 132, 2), 1, "gate|up: no split (two waves either way)");
+    assert_eq!(split_by_rounds(2048, 1024, 1, 132, 2), 4, "down: 4 rounds become 1 in 1.94 waves");
+    assert_eq!(split_by_rounds(128256, 256, 1, 132, 2), 1, "LM head");
+    // GPT-2 f32 (768-wide rows: 192 chunks; down 3072-wide: 768)
+    assert_eq!(split_by_rounds(1152, 192, 2, 132, 2), 1, "q|k|v: 2 rounds against 1.09");
+    assert_eq!(split_by_rounds(1152, 192, 2, 132, 1), 4, "q|k|v, any gain: 2 chunks a lane in one round");
+    assert_eq!(split_by_rounds(768, 192, 1, 132, 2), 4, "o: 2 rounds become 1");
+    assert_eq!(split_by_rounds(768, 192, 1, 132, 3), 1, "o, a gain of 3 asked");
+    assert_eq!(split_by_rounds(3072, 192, 1, 132, 1), 1, "up: more warps would need a second wave");
+    assert_eq!(split_by_rounds(768, 768, 1, 132, 2), 1, "down: 3 rounds against 2");
+    assert_eq!(split_by_rounds(768, 768, 1, 132, 1), 2, "down, any gain: rounds of 8 + 4, fewer warps than 4");
+    // rows too short to split (a lane needs a chunk), one-chunk rows, gains 0 and 1 alike
+    assert_eq!(split_by_rounds(4, 33, 1, 132, 1), 1);
+    assert_eq!(split_by_rounds(1, 1, 2, 1, 0), 1);
+    assert_eq!(split_by_rounds(10, 100, 1, 132, 1), 1, "4 chunks a lane are one round already");
+    assert_eq!(split_by_rounds(10, 1000, 1, 132, 2), 4, "32 chunks a lane: 4 rounds become 1");
+    assert_eq!(split_by_rounds(10, 1000, 1, 132, 0), 4);
 }
 
 /// Index of the largest value (the first on ties; NaN never wins), as the selection kernel.

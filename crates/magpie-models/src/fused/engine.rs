@@ -37,6 +37,11 @@ pub struct EngineConfig {
     pub fuse: bool,
     /// Warps per output of the fused GEMV (1, 2 or 4); 0 chooses from the shape.
     pub gemv_split: usize,
+    /// With `gemv_split` 0: split K only where that divides the estimated round trips of the
+    /// weight loads (rounds of batched loads per lane times waves of warps) by at least this
+    /// factor (`fused::split_by_rounds`; default 2); 0: split while the SMs hold under 32 warps
+    /// each (the rule before 2026-11-27).
+    pub gemv_split_min_gain: u32,
     /// In the folded decode step, attention as one kernel (a cluster of blocks per kv head that
     /// merges its key splits on the chip) where its shapes allow (false: the core's split-KV
     /// kernel and its combine).
@@ -63,6 +68,7 @@ impl Default for EngineConfig {
             pdl: true,
             fuse: true,
             gemv_split: 0,
+            gemv_split_min_gain: 2,
             attention_kernel: true,
             l2_prefetch: 0,
             fused_argmax: true,
@@ -171,7 +177,7 @@ impl FusedDecoder {
                 return Err(Error::value(op, format!("max_len {} exceeds the model's {mp} positions", cfg.max_len)));
             }
         }
-        if s.heads % s.kv_heads != 0 || s.heads * s.head_dim == 0 {
+        if !s.heads.is_multiple_of(s.kv_heads) || s.heads * s.head_dim == 0 {
             return Err(Error::value(op, format!("{} heads over {} kv heads of dim {}", s.heads, s.kv_heads, s.head_dim)));
         }
         let dtype = w.wte.dtype();
@@ -179,6 +185,7 @@ impl FusedDecoder {
         let mut k = Kernels::new(&dev, dtype)?;
         k.pdl = cfg.pdl;
         k.gemv_split = cfg.gemv_split;
+        k.split_min_gain = cfg.gemv_split_min_gain;
         k.evict_first = cfg.l2_prefetch > 0;
         let lp = w
             .layers

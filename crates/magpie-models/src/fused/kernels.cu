@@ -365,6 +365,144 @@ __device__ __forceinline__ void gemv_chunk(const GemvArgs& a, int c, const MpVec
     }
 }
 
+// G chunks of the unit's weight rows from chunk c on (`step` apart): the G R loads are issued
+// together, then the chunks are summed in order.
+template <int MB, int R, int NORM, int G>
+__device__ __forceinline__ void gemv_batch(const GemvArgs& a, const uint4* w0, const uint4* w1, int c, int step, u64 pol, float* v) {
+    MpVec<T, 16 / sizeof(T)> wv[G][R];
+#pragma unroll
+    for (int u = 0; u < G; u++) {
+        wv[u][0].raw = ld_w(w0 + c + u * step, pol);
+        if (R == 2) wv[u][R - 1].raw = ld_w(w1 + c + u * step, pol);
+    }
+#pragma unroll
+    for (int u = 0; u < G; u++) gemv_chunk<MB, R, NORM>(a, c + u * step, wv[u], v);
+}
+
+// One unit group `ub` of the block: each warp's unit (or its K part), the partial sums of a split
+// unit, the epilogue.
+template <int MB, int R, int NORM>
+__device__ __forceinline__ void gemv_group(const GemvArgs& a, int ub, u64 pol, float (*part)[R * MB + (NORM ? MB : 0) + (NORM == 2 ? MB + 2 * R : 0)]) {
+    const int NV = R * MB + (NORM ? MB : 0) + (NORM == 2 ? MB + 2 * R : 0);
+    const int K = a.K, chunks = K / (16 / sizeof(T));
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    int ks = a.ks, upb = nwarps / ks, kpart = warp % ks;
+    int u = ub * upb + warp / ks;
+    bool live = u < a.units;
+    i64 r0 = 0, r1 = 0;
+    if (live) unit_rows<R>(a, u, r0, r1);
+    float v[NV];
+#pragma unroll
+    for (int j = 0; j < NV; j++) v[j] = 0.0f;
+    if (live) {
+        const uint4* w0 = reinterpret_cast<const uint4*>(a.w + r0 * K);
+        const uint4* w1 = reinterpret_cast<const uint4*>(a.w + r1 * K);
+        // GU chunks' weight loads are issued together before any is used (GU R loads of 16 bytes
+        // in flight per lane: a loop with a run-time stride is not unrolled that way by the
+        // compiler, which left one chunk in flight); the rest (fewer than GU chunks) in batches of
+        // halving size, so a short row also keeps several loads in flight. Chunks are summed in
+        // order whatever the batches (the same sums bit for bit).
+        const int step = 32 * ks;
+        int c = kpart * 32 + lane;
+        for (; c + (GU - 1) * step < chunks; c += GU * step) gemv_batch<MB, R, NORM, GU>(a, w0, w1, c, step, pol, v);
+        if (GU >= 8 && c + 3 * step < chunks) {
+            gemv_batch<MB, R, NORM, (GU >= 8 ? 4 : 1)>(a, w0, w1, c, step, pol, v);
+            c += 4 * step;
+        }
+        if (GU >= 4 && c + step < chunks) {
+            gemv_batch<MB, R, NORM, (GU >= 4 ? 2 : 1)>(a, w0, w1, c, step, pol, v);
+            c += 2 * step;
+        }
+        for (; c < chunks; c += step) gemv_batch<MB, R, NORM, 1>(a, w0, w1, c, step, pol, v);
+    }
+#pragma unroll
+    for (int j = 0; j < NV; j++) v[j] = warp_sum(v[j]);
+    if (ks > 1) {
+        // the partial sums of a unit's warps, added in warp order
+        if (lane == 0)
+#pragma unroll
+            for (int j = 0; j < NV; j++) part[warp][j] = v[j];
+        __syncthreads();
+        if (kpart == 0)
+#pragma unroll
+            for (int j = 0; j < NV; j++) {
+                float t = 0.0f;
+                for (int q = 0; q < ks; q++) t += part[warp + q][j];
+                v[j] = t;
+            }
+        __syncthreads();  // `part` is reused by the next unit group
+    }
+    if (!live || kpart != 0 || lane >= MB) return;
+    // lane b writes batch row b's outputs (the sums are in every lane)
+    int b = lane;
+    float s0 = 0.0f, s1 = 0.0f, sq = 0.0f, sx = 0.0f;
+#pragma unroll
+    for (int j = 0; j < MB; j++)
+        if (j == b) {
+            s0 = v[j];
+            s1 = v[(R - 1) * MB + j];
+            if (NORM) sq = v[R * MB + j];
+            if (NORM == 2) sx = v[(R + 1) * MB + j];
+        }
+    if (NORM == 1) {
+        float r = rsqrtf(sq / K + a.eps);
+        s0 *= r;
+        s1 *= r;
+    } else if (NORM == 2) {
+        float mean = sx / K;
+        float r = rsqrtf(fmaxf(sq / K - mean * mean, 0.0f) + a.eps);
+        s0 = r * (s0 - mean * v[(R + 2) * MB]) + v[(R + 2) * MB + R];
+        s1 = r * (s1 - mean * v[(R + 2) * MB + R - 1]) + v[(R + 2) * MB + 2 * R - 1];
+    }
+    if (a.epi == 0) {
+        const OT yv = cvt<OT>(s0);
+        a.y[(i64)b * a.N + r0] = yv;
+        const float lv = to_f32(yv);
+        if (a.amax && !(lv != lv)) {
+            const u64 key = ((u64)fkey(lv) << 32) | (u64)(0xffffffffu - (unsigned)r0);
+            u64* slot = a.amax + b;
+            // most rows lose against the key already there: read before the atomic
+            if (key > *(volatile u64*)slot) atomicMax((unsigned long long*)slot, (unsigned long long)key);
+        }
+    } else if (a.epi == 1) {
+        float d = rnd(s0);
+        if (a.bias) d = rnd(d + to_f32(a.bias[r0]));
+        T* xr = a.res + (i64)b * a.N + r0;
+        *xr = cvt<T>(to_f32(*xr) + d);
+    } else if (a.epi == 2) {
+        float g = rnd(s0);
+        if (a.bias) g = rnd(g + to_f32(a.bias[r0]));
+        a.out[(i64)b * a.units + u] = cvt<T>(act_fn(a.act, g));
+    } else if (a.epi == 3) {
+        float g = rnd(s0), up = rnd(s1);
+        if (a.bias) {
+            g = rnd(g + to_f32(a.bias[r0]));
+            up = rnd(up + to_f32(a.bias[r1]));
+        }
+        a.out[(i64)b * a.units + u] = cvt<T>(rnd(act_fn(a.act, g)) * up);
+    } else {
+        int D = a.D, half = D >> 1, hh = u / half, i = u - hh * half, H = a.H, KVH = a.KVH;
+        float x0 = rnd(s0), x1 = rnd(s1);
+        if (a.bias) {
+            x0 = rnd(x0 + to_f32(a.bias[r0]));
+            x1 = rnd(x1 + to_f32(a.bias[r1]));
+        }
+        int p = a.pos[b];
+        if (a.cos_t && hh < H + KVH) {
+            float c = a.cos_t[(i64)p * half + i], sn = a.sin_t[(i64)p * half + i];
+            float y0 = x0 * c - x1 * sn, y1 = x1 * c + x0 * sn;
+            x0 = y0;
+            x1 = y1;
+        }
+        T* dst;
+        if (hh < H) dst = a.out + ((i64)b * H + hh) * D;
+        else if (hh < H + KVH) dst = a.kc + (i64)b * a.cache_sb + (i64)(hh - H) * a.cache_sh + (i64)p * D;
+        else dst = a.vc + (i64)b * a.cache_sb + (i64)(hh - H - KVH) * a.cache_sh + (i64)p * D;
+        dst[i] = cvt<T>(x0);
+        dst[i + half] = cvt<T>(x1);
+    }
+}
+
 template <int MB, int R, int NORM>
 __device__ __forceinline__ void gemv_fused(const GemvArgs& a) {
     // per warp: R x MB products, then (NORM) MB sums of x^2, (LayerNorm) MB sums of x and R sums
@@ -375,6 +513,8 @@ __device__ __forceinline__ void gemv_fused(const GemvArgs& a) {
     const int K = a.K, chunks = K / V;
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
     int ks = a.ks, upb = nwarps / ks, kpart = warp % ks;
+    const int step = 32 * ks;
+    const u64 pol = l2_policy(a.evict_first);
     // prefetch this block's first unit rows to L2 (weights only: safe before the wait)
     {
         int u = blockIdx.x * upb + warp / ks;
@@ -385,7 +525,7 @@ __device__ __forceinline__ void gemv_fused(const GemvArgs& a) {
             const uint4* w1 = reinterpret_cast<const uint4*>(a.w + r1 * K);
 #pragma unroll
             for (int j = 0; j < 4; j++) {
-                int c = (kpart + j * ks) * 32 + lane;
+                int c = kpart * 32 + lane + j * step;
                 if (c < chunks) {
                     asm volatile("prefetch.global.L2 [%0];" :: "l"(w0 + c));
                     if (R == 2) asm volatile("prefetch.global.L2 [%0];" :: "l"(w1 + c));
@@ -395,128 +535,7 @@ __device__ __forceinline__ void gemv_fused(const GemvArgs& a) {
     }
     if (a.pf_early) pf_share(a.pfp, a.pfn, blockIdx.x, gridDim.x);
     mp_pdl();
-    const u64 pol = l2_policy(a.evict_first);
-    for (int ub = blockIdx.x; ub * upb < a.units; ub += gridDim.x) {
-        int u = ub * upb + warp / ks;
-        bool live = u < a.units;
-        i64 r0 = 0, r1 = 0;
-        if (live) unit_rows<R>(a, u, r0, r1);
-        float v[NV];
-#pragma unroll
-        for (int j = 0; j < NV; j++) v[j] = 0.0f;
-        if (live) {
-            const uint4* w0 = reinterpret_cast<const uint4*>(a.w + r0 * K);
-            const uint4* w1 = reinterpret_cast<const uint4*>(a.w + r1 * K);
-            // GU chunks' weight loads are issued together before any is used (GU R loads of 16
-            // bytes in flight per lane: a loop with a run-time stride is not unrolled that way by
-            // the compiler, which left one chunk in flight), then the chunks are summed in order;
-            // the remainder one chunk at a time (the same order of sums)
-            const int step = 32 * ks;
-            int c = kpart * 32 + lane;
-            for (; c + (GU - 1) * step < chunks; c += GU * step) {
-                MpVec<T, V> wv[GU][R];
-#pragma unroll
-                for (int u = 0; u < GU; u++) {
-                    wv[u][0].raw = ld_w(w0 + c + u * step, pol);
-                    if (R == 2) wv[u][R - 1].raw = ld_w(w1 + c + u * step, pol);
-                }
-#pragma unroll
-                for (int u = 0; u < GU; u++) gemv_chunk<MB, R, NORM>(a, c + u * step, wv[u], v);
-            }
-            for (; c < chunks; c += step) {
-                MpVec<T, V> wv[R];
-                wv[0].raw = ld_w(w0 + c, pol);
-                if (R == 2) wv[R - 1].raw = ld_w(w1 + c, pol);
-                gemv_chunk<MB, R, NORM>(a, c, wv, v);
-            }
-        }
-#pragma unroll
-        for (int j = 0; j < NV; j++) v[j] = warp_sum(v[j]);
-        if (ks > 1) {
-            // the partial sums of a unit's warps, added in warp order
-            if (lane == 0)
-#pragma unroll
-                for (int j = 0; j < NV; j++) part[warp][j] = v[j];
-            __syncthreads();
-            if (kpart == 0)
-#pragma unroll
-                for (int j = 0; j < NV; j++) {
-                    float t = 0.0f;
-                    for (int q = 0; q < ks; q++) t += part[warp + q][j];
-                    v[j] = t;
-                }
-            __syncthreads();  // `part` is reused by the next unit group
-        }
-        if (!live || kpart != 0 || lane >= MB) continue;
-        // lane b writes batch row b's outputs (the sums are in every lane)
-        int b = lane;
-        float s0 = 0.0f, s1 = 0.0f, sq = 0.0f, sx = 0.0f;
-#pragma unroll
-        for (int j = 0; j < MB; j++)
-            if (j == b) {
-                s0 = v[j];
-                s1 = v[(R - 1) * MB + j];
-                if (NORM) sq = v[R * MB + j];
-                if (NORM == 2) sx = v[(R + 1) * MB + j];
-            }
-        if (NORM == 1) {
-            float r = rsqrtf(sq / K + a.eps);
-            s0 *= r;
-            s1 *= r;
-        } else if (NORM == 2) {
-            float mean = sx / K;
-            float r = rsqrtf(fmaxf(sq / K - mean * mean, 0.0f) + a.eps);
-            s0 = r * (s0 - mean * v[(R + 2) * MB]) + v[(R + 2) * MB + R];
-            s1 = r * (s1 - mean * v[(R + 2) * MB + R - 1]) + v[(R + 2) * MB + 2 * R - 1];
-        }
-        if (a.epi == 0) {
-            const OT yv = cvt<OT>(s0);
-            a.y[(i64)b * a.N + r0] = yv;
-            const float lv = to_f32(yv);
-            if (a.amax && !(lv != lv)) {
-                const u64 key = ((u64)fkey(lv) << 32) | (u64)(0xffffffffu - (unsigned)r0);
-                u64* slot = a.amax + b;
-                // most rows lose against the key already there: read before the atomic
-                if (key > *(volatile u64*)slot) atomicMax((unsigned long long*)slot, (unsigned long long)key);
-            }
-        } else if (a.epi == 1) {
-            float d = rnd(s0);
-            if (a.bias) d = rnd(d + to_f32(a.bias[r0]));
-            T* xr = a.res + (i64)b * a.N + r0;
-            *xr = cvt<T>(to_f32(*xr) + d);
-        } else if (a.epi == 2) {
-            float g = rnd(s0);
-            if (a.bias) g = rnd(g + to_f32(a.bias[r0]));
-            a.out[(i64)b * a.units + u] = cvt<T>(act_fn(a.act, g));
-        } else if (a.epi == 3) {
-            float g = rnd(s0), up = rnd(s1);
-            if (a.bias) {
-                g = rnd(g + to_f32(a.bias[r0]));
-                up = rnd(up + to_f32(a.bias[r1]));
-            }
-            a.out[(i64)b * a.units + u] = cvt<T>(rnd(act_fn(a.act, g)) * up);
-        } else {
-            int D = a.D, half = D >> 1, hh = u / half, i = u - hh * half, H = a.H, KVH = a.KVH;
-            float x0 = rnd(s0), x1 = rnd(s1);
-            if (a.bias) {
-                x0 = rnd(x0 + to_f32(a.bias[r0]));
-                x1 = rnd(x1 + to_f32(a.bias[r1]));
-            }
-            int p = a.pos[b];
-            if (a.cos_t && hh < H + KVH) {
-                float c = a.cos_t[(i64)p * half + i], sn = a.sin_t[(i64)p * half + i];
-                float y0 = x0 * c - x1 * sn, y1 = x1 * c + x0 * sn;
-                x0 = y0;
-                x1 = y1;
-            }
-            T* dst;
-            if (hh < H) dst = a.out + ((i64)b * H + hh) * D;
-            else if (hh < H + KVH) dst = a.kc + (i64)b * a.cache_sb + (i64)(hh - H) * a.cache_sh + (i64)p * D;
-            else dst = a.vc + (i64)b * a.cache_sb + (i64)(hh - H - KVH) * a.cache_sh + (i64)p * D;
-            dst[i] = cvt<T>(x0);
-            dst[i + half] = cvt<T>(x1);
-        }
-    }
+    for (int ub = blockIdx.x; ub * upb < a.units; ub += gridDim.x) gemv_group<MB, R, NORM>(a, ub, pol, part);
     if (!a.pf_early) pf_share(a.pfp, a.pfn, blockIdx.x, gridDim.x);
 }
 #define MP_GEMVX(MB, R, N) \

@@ -130,6 +130,9 @@ pub struct Kernels {
     attn: Vec<((usize, usize), Func)>,
     /// Warps per output unit of the fused GEMV (1, 2 or 4); 0 chooses from the shape.
     pub gemv_split: usize,
+    /// With `gemv_split` 0, choose the split by the rounds of batched weight loads
+    /// ([`split_by_rounds`] with this least gain; 0: split while the SMs hold under 32 warps each).
+    pub split_min_gain: u32,
     /// Launch with programmatic dependent launch (each kernel's launch overlaps the previous one's tail).
     pub pdl: bool,
     /// The fused GEMV reads its weight rows with the L2 evict-first policy (they are read once per
@@ -155,6 +158,51 @@ fn gemvx(mb: usize, f: &dyn Fn(&str) -> Result<Func>) -> Result<[Func; 5]> {
 /// The one-row-per-unit fused GEMV variants of `mb` rows: no norm, RMSNorm, LayerNorm.
 fn gemvx_plain(mb: usize, f: &dyn Fn(&str) -> Result<Func>) -> Result<[Func; 3]> {
     Ok([f(&format!("gemvx{mb}r1n0"))?, f(&format!("gemvx{mb}r1n1"))?, f(&format!("gemvx{mb}r1n2"))?])
+}
+
+/// Weight loads a lane of the fused GEMV issues together (`8 / R` chunks of R rows: GU in
+/// kernels.cu).
+const GEMV_BATCH_LOADS: usize = 8;
+
+/// Warps per unit (1, 2 or 4) for a fused GEMV of `units` units of `rows` weight rows (1 or 2)
+/// over `chunks` 16-byte chunks on `sms` SMs. A lane of a unit split over `ks` warps streams
+/// `n = ceil(chunks / 32 ks)` chunks in rounds of batched loads (batches of `8 / rows` chunks,
+/// then halving batches for the rest: one memory round trip each), and the units' warps fill
+/// the SMs in waves of about 32 warps per SM. The estimated round trips are rounds times waves
+/// (a part-full wave counting its fraction). A split costs too (a cross-warp sum through shared
+/// memory, two block barriers per unit group; measured on an H200, `benchmark/NOTES.md`), so it
+/// is taken only where it divides the round trips of the unsplit GEMV by at least `min_gain`
+/// (1: any gain); then the split with the fewest round trips wins, ties going to fewer warps.
+///
+/// ```
+/// use magpie_models::fused::split_by_rounds;
+/// // Llama-3.2-1B bf16 on 132 SMs: o (2048 rows of 256 chunks) one warp a row, one round of 8
+/// // loads a lane; the q|k|v row pairs two warps (two rounds become one); down (1024 chunks a
+/// // row) four
+/// assert_eq!(split_by_rounds(2048, 256, 1, 132, 2), 1);
+/// assert_eq!(split_by_rounds(1536, 256, 2, 132, 2), 2);
+/// assert_eq!(split_by_rounds(2048, 1024, 1, 132, 2), 4);
+/// ```
+pub fn split_by_rounds(units: usize, chunks: usize, rows: usize, sms: usize, min_gain: u32) -> usize {
+    let batch = (GEMV_BATCH_LOADS / rows.max(1)).max(1);
+    let cap = (sms.max(1) * 32) as f64;
+    let cost = |ks: usize| {
+        let n = chunks.div_ceil(32 * ks);
+        let rounds = n / batch + (n % batch).count_ones() as usize;
+        rounds as f64 * ((units * ks) as f64 / cap).max(1.0)
+    };
+    let whole = cost(1);
+    let mut best = (whole, 1);
+    for ks in [2usize, 4] {
+        if chunks < 32 * ks {
+            break;
+        }
+        let c = cost(ks);
+        if c * min_gain.max(1) as f64 <= whole + 1e-9 && c < best.0 - 1e-9 {
+            best = (c, ks);
+        }
+    }
+    best.1
 }
 
 /// The (lanes per key, query heads per block) instances of `attn_decode` in kernels.cu.
@@ -249,6 +297,7 @@ impl Kernels {
             gemvx_f32: [gemvx_plain(1, &g)?, gemvx_plain(2, &g)?, gemvx_plain(3, &g)?, gemvx_plain(4, &g)?],
             attn: ATTN_VARIANTS.iter().map(|&(lk, gb)| Ok(((lk, gb), f(&format!("attn_l{lk}g{gb}"))?))).collect::<Result<_>>()?,
             gemv_split: 0,
+            split_min_gain: 2,
             pdl: true,
             evict_first: true,
         })
@@ -321,7 +370,7 @@ impl Kernels {
     #[allow(clippy::too_many_arguments)]
     pub fn linear(&self, dev: &CudaDevice, m: usize, n: usize, k: usize, x: u64, w: u64, y: u64, out: DType, use_gemv: bool) -> Result<()> {
         let vec = 16 / self.dtype.size();
-        let aligned = k % vec == 0 && x % 16 == 0 && w % 16 == 0;
+        let aligned = k.is_multiple_of(vec) && x.is_multiple_of(16) && w.is_multiple_of(16);
         if use_gemv && (1..=4).contains(&m) && aligned && n > 0 {
             let f = if out == self.dtype { self.gemv[m - 1] } else { self.gemv_f32[m - 1] };
             let warps = 4u32;
@@ -419,10 +468,11 @@ impl Kernels {
         let units = a.units as usize;
         let chunks = k / (16 / self.dtype.size());
         let sms = dev.sm_count.max(1) as usize;
-        // warps per unit: split K while the units alone leave the SMs under ~32 warps each and
-        // every warp still loops at least twice
         let ks = match self.gemv_split {
+            0 if self.split_min_gain > 0 => split_by_rounds(units, chunks, if pair { 2 } else { 1 }, sms, self.split_min_gain),
             0 => {
+                // the rule of 2026-11-26: split K while the units alone leave the SMs under ~32
+                // warps each and every warp still loops at least twice
                 let mut ks = 1;
                 while ks < 4 && units * ks < sms * 32 && chunks >= 32 * ks * 4 {
                     ks *= 2;
@@ -524,3 +574,4 @@ fn pf_fields(op: &str, pf: &Prefetch) -> Result<([u64; PF_SEGS], [i64; PF_SEGS])
     }
     Ok((p, n))
 }
+

@@ -34,7 +34,7 @@ mod weights;
 pub use encoder::{EncoderOutput, FusedEncoder};
 pub use engine::{EngineConfig, FusedDecoder};
 pub use generate::sample_args;
-pub use kernels::{ActKind, SampleArgs};
+pub use kernels::{split_by_rounds, ActKind, SampleArgs};
 pub use weights::{DecoderWeights, NormKind, Spec};
 
 use crate::auto::AutoModel;
