@@ -141,7 +141,7 @@ fn reduce_into(t: &Tensor, dims: &[usize], op: RedOp, scale: f64, out_shape: &[u
     }
     let vsz = 16 / dt.size();
     let col = p.red.len() == 1 && p.kept.len() == 1 && p.kept[0].1 == 1;
-    if col && acc_out && op == RedOp::Sum && dt.size() == 2 && dt.is_float() && p.outer % 2 == 0 && ptr % 4 == 0 && p.red[0].1 % 2 == 0 && (p.inner <= 2048 || p.outer.div_ceil(64) >= 2 * sms) {
+    if col && acc_out && op == RedOp::Sum && dt.size() == 2 && dt.is_float() && p.outer.is_multiple_of(2) && ptr.is_multiple_of(4) && p.red[0].1.is_multiple_of(2) && (p.inner <= 2048 || p.outer.div_ceil(64) >= 2 * sms) {
         // a 16-bit column sum kept in float32 (a bias gradient): one launch, all rows a block
         let f = kfunc(&dev, KFile::Reduce, dt, "rcol1_sum")?;
         let mut a = Args::new();
@@ -149,7 +149,7 @@ fn reduce_into(t: &Tensor, dims: &[usize], op: RedOp, scale: f64, out_shape: &[u
         launch(&dev, name, f, (p.outer.div_ceil(64) as u32, 1, 1), (512, 1, 1), 0, &mut a)?;
         return Ok(Some(out));
     }
-    if col && p.outer % vsz == 0 && ptr % 16 == 0 && p.red[0].1 % vsz == 0 {
+    if col && p.outer.is_multiple_of(vsz) && ptr.is_multiple_of(16) && p.red[0].1.is_multiple_of(vsz) {
         // column reduction over contiguous outputs: 16-byte loads across the outputs
         let (krow, _, _) = names(op);
         let kcol = match krow {
