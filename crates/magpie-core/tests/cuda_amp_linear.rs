@@ -183,7 +183,7 @@ fn reduce_acc_sums_16_bit_inputs_in_float32() {
     let Some(dev) = gpu() else { return };
     let mut rng = Rng::new(25);
     for dt in [DType::BF16, DType::F16, DType::F32] {
-        for &(r, c) in &[(512usize, 768usize), (7, 30522), (1000, 3), (3, 1001), (1, 8)] {
+        for &(r, c) in &[(512usize, 768usize), (7, 30522), (1000, 3), (3, 1001), (1, 8), (2047, 130), (333, 4098), (513, 770), (4100, 66)] {
             let x = rand(&mut rng, &[r, c], dt, -1.0, 1.0);
             let xd = x.to_device(dev).unwrap();
             for dim in [0usize, 1] {

@@ -151,7 +151,8 @@ pub fn embedding(weight: &Tensor, indices: &Tensor) -> Result<Option<Tensor>> {
 /// lookup) summed into the rows named by `indices` in index order, without atomics (so two runs,
 /// or an eager step and its CUDA-graph replay, give the same bits); the row `skip`
 /// (padding_idx) gets zeros. Two launches: a counting sort of the positions by row (one block),
-/// then one block per row summing only its own hits. None when `g`'s dtype has no kernel, or
+/// then one block per row summing only its own hits (per 32-column slice of a row when rows
+/// have 32 hits or more on average, as the token-type table's). None when `g`'s dtype has no kernel, or
 /// for 2^31 rows or indices and more.
 pub fn embedding_backward(g: &Tensor, indices: &Tensor, rows: usize, skip: Option<usize>) -> Result<Option<Tensor>> {
     let op = "embedding_backward";
@@ -183,11 +184,17 @@ pub fn embedding_backward(g: &Tensor, indices: &Tensor, rows: usize, skip: Optio
     let mut a = Args::new();
     a.push(elem_ptr(op, &idx)?.0).push(n as i32).push(rows as i32).push(cnt).push(off).push(rank).push(pos);
     launch(&dev, op, plan, (1, 1, 1), (1024, 1, 1), 0, &mut a)?;
-    let f = kfunc(&dev, KFile::Index, g.dtype(), "embedding_bwd_sum")?;
+    // many hits a row on average (token types): 32-column slices of each row over blocks, the
+    // hits' loads staged 128 at a time; else a block a row
+    let slices = d.div_ceil(32);
+    let cols = n >= 32 * rows && slices <= 65535;
+    let kname = if cols { "embedding_bwd_sum_cols" } else { "embedding_bwd_sum" };
+    let f = kfunc(&dev, KFile::Index, g.dtype(), kname)?;
     let mut a = Args::new();
     let skip = skip.map_or(-1, |s| s as i64);
     a.push(elem_ptr(op, &g)?.0).push(off).push(pos).push(d as i64).push(rows as i64).push(skip).push(elem_ptr(op, &out)?.0);
-    launch(&dev, op, f, (rows.min(65535) as u32, 1, 1), (256, 1, 1), 0, &mut a)?;
+    let (grid, block) = if cols { ((rows.min(65535) as u32, slices as u32, 1), (512, 1, 1)) } else { ((rows.min(65535) as u32, 1, 1), (256, 1, 1)) };
+    launch(&dev, op, f, grid, block, 0, &mut a)?;
     Ok(Some(out))
 }
 

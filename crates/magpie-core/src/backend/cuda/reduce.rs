@@ -140,7 +140,16 @@ fn reduce_into(t: &Tensor, dims: &[usize], op: RedOp, scale: f64, out_shape: &[u
         return Ok(Some(out));
     }
     let vsz = 16 / dt.size();
-    if p.red.len() == 1 && p.kept.len() == 1 && p.kept[0].1 == 1 && p.outer % vsz == 0 && ptr % 16 == 0 && p.red[0].1 % vsz == 0 {
+    let col = p.red.len() == 1 && p.kept.len() == 1 && p.kept[0].1 == 1;
+    if col && acc_out && op == RedOp::Sum && dt.size() == 2 && dt.is_float() && p.outer.is_multiple_of(2) && ptr.is_multiple_of(4) && p.red[0].1.is_multiple_of(2) && (p.inner <= 2048 || p.outer.div_ceil(64) >= 2 * sms) {
+        // a 16-bit column sum kept in float32 (a bias gradient): one launch, all rows a block
+        let f = kfunc(&dev, KFile::Reduce, dt, "rcol1_sum")?;
+        let mut a = Args::new();
+        a.push(ptr).push(optr).push(p.red[0].1 as i64).push(p.outer as i64).push(p.inner as i64);
+        launch(&dev, name, f, (p.outer.div_ceil(64) as u32, 1, 1), (512, 1, 1), 0, &mut a)?;
+        return Ok(Some(out));
+    }
+    if col && p.outer.is_multiple_of(vsz) && ptr.is_multiple_of(16) && p.red[0].1.is_multiple_of(vsz) {
         // column reduction over contiguous outputs: 16-byte loads across the outputs
         let (krow, _, _) = names(op);
         let kcol = match krow {

@@ -164,3 +164,38 @@ extern "C" __global__ void embedding_bwd_sum(const T* __restrict__ g, const int*
         }
     }
 }
+
+// Step 2 for tables with many hits a row (the token-type table: 2 rows, hundreds of hits each),
+// where one block a row would walk each row's hits 4 loads at a time on one SM. Block
+// (x, y) owns the 32 columns 32y.. of rows x, x + gridDim.x, ...: its 16 warps stage 128 hit rows
+// at a time in shared memory (8 loads in flight a lane), then lane c of warp 0 adds the staged
+// values of its column in index order. The additions and their order are embedding_bwd_sum's
+// (and the CPU kernel's), so the bits are the same; only the loads run ahead.
+extern "C" __global__ void __launch_bounds__(512) embedding_bwd_sum_cols(const T* __restrict__ g, const int* __restrict__ off,
+                                                                         const int* __restrict__ pos, i64 d, i64 rows, i64 skip,
+                                                                         T* __restrict__ out) {
+    __shared__ A tile[128][33];
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const i64 c = (i64)blockIdx.y * 32 + lane;
+    const bool in = c < d;
+    for (i64 r = blockIdx.x; r < rows; r += gridDim.x) {
+        const int a = off[r], b = r == skip ? a : off[r + 1];
+        A acc = (A)0;
+        for (int j0 = a; j0 < b; j0 += 128) {
+            const int nh = min(128, b - j0);
+            A v[8];
+#pragma unroll
+            for (int u = 0; u < 8; u++) {
+                const int h = w + 16 * u;
+                v[u] = (h < nh && in) ? (A)Ty<T>::ld(g[(i64)pos[j0 + h] * d + c]) : (A)0;
+            }
+#pragma unroll
+            for (int u = 0; u < 8; u++) tile[w + 16 * u][lane] = v[u];
+            __syncthreads();
+            if (w == 0)
+                for (int h = 0; h < nh; h++) acc += tile[h][lane];
+            __syncthreads();
+        }
+        if (w == 0 && in) out[r * d + c] = Ty<T>::st(acc);
+    }
+}
