@@ -59,15 +59,15 @@ pub struct Q8Launch {
 
 impl Q8Launch {
     /// The launch for `m` activation rows and `rows` weight rows (all matrices of the launch) of
-    /// `k` columns on `sms` SMs: two blocks per SM, and K split over as few warps as give every
-    /// warp of the grid a row (chosen from the measurements in `benchmark/NOTES.md`).
+    /// `k` columns on `sms` SMs: two blocks per SM (one was slower for every shape measured), and
+    /// K split over 2 warps when the matrix has fewer 2-row groups than the grid has warps and K
+    /// has an even number of 2048-chunks (the 2048x8192 `down` shape: split 2 beat 1 and 4 in
+    /// `benchmark/NOTES.md`, 2026-11-27).
     pub fn auto(m: usize, rows: usize, k: usize, sms: usize) -> Q8Launch {
         let _ = m;
         let blocks_per_sm = 2;
         let warps = blocks_per_sm * sms.max(1) * QK_WARPS;
-        let chunks = k.div_ceil(2048);
-        let groups = rows.div_ceil(2);
-        let split = [1, 2, 4].into_iter().filter(|s| chunks.is_multiple_of(*s)).find(|s| groups * s >= warps).unwrap_or(if chunks.is_multiple_of(4) { 4 } else if chunks.is_multiple_of(2) { 2 } else { 1 });
+        let split = if k.div_ceil(2048).is_multiple_of(2) && rows.div_ceil(2) < warps { 2 } else { 1 };
         Q8Launch { blocks_per_sm, split }
     }
 
@@ -143,6 +143,18 @@ const Q8_NAMES: [&str; MAX_ROWS] = [
     "quant_gemv_q4_k_q8_r6",
     "quant_gemv_q4_k_q8_r7",
     "quant_gemv_q4_k_q8_r8",
+];
+
+/// The 8-bit-activation kernels for several matrices or a split K (`quant_gemv_q4_k_q8m_r*`).
+const Q8M_NAMES: [&str; MAX_ROWS] = [
+    "quant_gemv_q4_k_q8m_r1",
+    "quant_gemv_q4_k_q8m_r2",
+    "quant_gemv_q4_k_q8m_r3",
+    "quant_gemv_q4_k_q8m_r4",
+    "quant_gemv_q4_k_q8m_r5",
+    "quant_gemv_q4_k_q8m_r6",
+    "quant_gemv_q4_k_q8m_r7",
+    "quant_gemv_q4_k_q8m_r8",
 ];
 
 const TALL_NAMES: [&str; 4] = ["quant_gemv_q8_0_r1w8", "quant_gemv_q4_0_r1w8", "quant_gemv_q4_k_r1w8", "quant_gemv_q6_k_r1w8"];
@@ -292,7 +304,9 @@ unsafe fn q8_launch(dev: &CudaDevice, g: &QuantGemv, parts: &[QuantPart], x: u64
     let sms = dev.sm_count.max(1) as usize;
     let l = launch.unwrap_or_else(|| Q8Launch::auto(g.m, rows, g.k, sms));
     l.check(g.k)?;
-    let f = kfunc(dev, KFile::Quant, g.dtype, Q8_NAMES[g.m - 1])?;
+    // one matrix without a split: the kernel compiled without the part selection and team sums
+    let names = if parts.len() == 1 && l.split == 1 { &Q8_NAMES } else { &Q8M_NAMES };
+    let f = kfunc(dev, KFile::Quant, g.dtype, names[g.m - 1])?;
     let part = |i: usize| parts.get(i).copied().unwrap_or(QuantPart { w: parts[0].w, n: 0, y: parts[0].y });
     let (p0, p1, p2) = (part(0), part(1), part(2));
     let mut a = Args::new();

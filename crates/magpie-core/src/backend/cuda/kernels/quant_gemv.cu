@@ -480,11 +480,14 @@ __device__ __forceinline__ void qk_team_sync(int id, int threads) {
 // n_i values, row stride ldy; w_i: n_i rows of K / 256 Q4_K blocks (16-byte aligned). Block: a
 // multiple of S warps, at most QK_WARPS; S divides ceil(K / 2048). Dynamic shared memory: R * K /
 // 64 * 80 bytes of codes, then 64 bytes per warp for the split-K partial sums.
-template <int R>
-__device__ __forceinline__ void qk8_gemv(const QKParts& P, const T* __restrict__ x, int K, long long ldx, long long ldy, int S) {
+// MULTI = false: one matrix (n0 >= 1), S = 1, compiled without the part selection and the team
+// reduction (the general form costs the tall LM-head shape ~20% in instructions per step).
+template <int R, bool MULTI>
+__device__ __forceinline__ void qk8_gemv(const QKParts& P, const T* __restrict__ x, int K, long long ldx, long long ldy, int S_) {
+    const int S = MULTI ? S_ : 1;
     u8* sm = (u8*)qk_smem;
     const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5, NW = blockDim.x >> 5;
-    const int U = K >> 6, C = (U + 31) >> 5, G = P.g1 + (P.n2 + QK_NR - 1) / QK_NR;
+    const int U = K >> 6, C = (U + 31) >> 5, G = MULTI ? P.g1 + (P.n2 + QK_NR - 1) / QK_NR : P.g0;
     const int TB = NW / S, team = wib / S, ws = wib - team * S, CW = C / S;
     const int TT = gridDim.x * TB, gt = blockIdx.x * TB + team;
     const int steps = gt < G ? ((G - 1 - gt) / TT + 1) * CW : 0;  // team-uniform
@@ -493,7 +496,10 @@ __device__ __forceinline__ void qk8_gemv(const QKParts& P, const T* __restrict__
     // the first step's weights are in flight while the previous kernel finishes and x is coded
     int g = gt, cc = 0, row0 = 0, p = 0;
     QKW cur;
-    if (steps > 0) {
+    if (!MULTI) {
+        row0 = QK_NR * g;  // clamped to the matrix by the load when past it
+        cur.load(P.w0, row_bytes, P.n0, row0, min(lane, U - 1));
+    } else if (steps > 0) {
         p = P.find(g, row0);
         cur.load(P.w(p), row_bytes, P.n(p), row0, min(32 * ws + lane, U - 1));
     }
@@ -551,10 +557,12 @@ __device__ __forceinline__ void qk8_gemv(const QKParts& P, const T* __restrict__
         if (cn == CW) {
             cn = 0;
             gn += TT;
-            if (gn < G) pn = P.find(gn, rn);
+            if (!MULTI) rn = QK_NR * gn;
+            else if (gn < G) pn = P.find(gn, rn);
         }
         QKW nxt;
-        if (gn < G) nxt.load(P.w(pn), row_bytes, P.n(pn), rn, min(32 * (ws + S * cn) + lane, U - 1));
+        if (!MULTI) nxt.load(P.w0, row_bytes, P.n0, rn, min(32 * cn + lane, U - 1));
+        else if (gn < G) nxt.load(P.w(pn), row_bytes, P.n(pn), rn, min(32 * (ws + S * cn) + lane, U - 1));
         const int u = 32 * (ws + S * cc) + lane;
         if (u < U) qk_dot<R>(cur, sm, U, u, acc);
         if (cc == CW - 1) {
@@ -579,22 +587,28 @@ __device__ __forceinline__ void qk8_gemv(const QKParts& P, const T* __restrict__
                 }
             }
             const int r = lane / QK_NR, n = row0 + (lane - r * QK_NR);
-            if (ws == 0 && lane < R * QK_NR && n < P.n(p)) P.y(p)[r * ldy + n] = Ty<T>::st(v);
+            if (!MULTI) {
+                if (lane < R * QK_NR && n < P.n0) P.y0[r * ldy + n] = Ty<T>::st(v);
+            } else if (ws == 0 && lane < R * QK_NR && n < P.n(p)) {
+                P.y(p)[r * ldy + n] = Ty<T>::st(v);
+            }
             if (S > 1) qk_team_sync(1 + team, 32 * S);  // red is reused by the next group
         }
-        if (gn < G) cur = nxt;
+        if (!MULTI || gn < G) cur = nxt;
         g = gn; cc = cn; p = pn; row0 = rn;
     }
 }
 
-#define QK_KERNEL(R) \
-    extern "C" __global__ void __launch_bounds__(32 * QK_WARPS, 2) quant_gemv_q4_k_q8_r##R(const u8* w0, const u8* w1, const u8* w2, T* y0, T* y1, T* y2, int n0, int n1, int n2, const T* x, int K, long long ldx, long long ldy, int S) { \
+// quant_gemv_q4_k_q8_r<R>: one matrix, S = 1; quant_gemv_q4_k_q8m_r<R>: up to three, any S
+#define QK_KERNEL_(NAME, R, MULTI) \
+    extern "C" __global__ void __launch_bounds__(32 * QK_WARPS, 2) NAME##R(const u8* w0, const u8* w1, const u8* w2, T* y0, T* y1, T* y2, int n0, int n1, int n2, const T* x, int K, long long ldx, long long ldy, int S) { \
         QKParts P; \
         P.w0 = w0; P.w1 = w1; P.w2 = w2; P.y0 = y0; P.y1 = y1; P.y2 = y2; \
         P.n0 = n0; P.n1 = n1; P.n2 = n2; \
         P.g0 = (n0 + QK_NR - 1) / QK_NR; P.g1 = P.g0 + (n1 + QK_NR - 1) / QK_NR; \
-        qk8_gemv<R>(P, x, K, ldx, ldy, S); \
+        qk8_gemv<R, MULTI>(P, x, K, ldx, ldy, S); \
     }
+#define QK_KERNEL(R) QK_KERNEL_(quant_gemv_q4_k_q8_r, R, false) QK_KERNEL_(quant_gemv_q4_k_q8m_r, R, true)
 QK_KERNEL(1) QK_KERNEL(2) QK_KERNEL(3) QK_KERNEL(4) QK_KERNEL(5) QK_KERNEL(6) QK_KERNEL(7) QK_KERNEL(8)
 
 // ---- dequantization: out[n, k] = W[n, k] as T, bit-exact with the CPU dequantizer (and ggml)
