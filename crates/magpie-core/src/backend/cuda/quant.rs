@@ -6,7 +6,9 @@
 //!
 //! Numerics: f32 activations get f32 products of the exact weights (as the CPU kernels). Q4_K
 //! with f16/bf16 activations takes llama.cpp's integer route (see [`Q8_MAX_SHARED`]): x rounded
-//! to 8-bit codes per 32 values, `dp4a` dot products; `docs/gguf.md` derives its error.
+//! to 8-bit codes per 32 values, `dp4a` dot products; `docs/gguf.md` derives its error. Its
+//! [`quant_gemv_parts_raw`] runs up to three matrices of one x in one launch (q|k|v, gate|up),
+//! with K optionally split over warps ([`Q8Launch`]).
 
 use super::device::CudaDevice;
 use super::kern::{kfunc, KFile};
@@ -46,7 +48,7 @@ pub const MAX_PARTS: usize = 3;
 /// ```
 /// use magpie_core::backend::cuda::quant::Q8Launch;
 /// // 1 row, the 2048x8192 `down` shape on 132 SMs
-/// let l = Q8Launch::auto(1, 2048, 8192, 132);
+/// let l = Q8Launch::auto(1, 2048, 8192, 132, true);
 /// assert!(l.split >= 1 && 8192 / 2048 % l.split == 0);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,15 +61,16 @@ pub struct Q8Launch {
 
 impl Q8Launch {
     /// The launch for `m` activation rows and `rows` weight rows (all matrices of the launch) of
-    /// `k` columns on `sms` SMs: two blocks per SM (one was slower for every shape measured), and
-    /// K split over 2 warps when the matrix has fewer 2-row groups than the grid has warps and K
-    /// has an even number of 2048-chunks (the 2048x8192 `down` shape: split 2 beat 1 and 4 in
-    /// `benchmark/NOTES.md`, 2026-11-27).
-    pub fn auto(m: usize, rows: usize, k: usize, sms: usize) -> Q8Launch {
+    /// `k` columns on `sms` SMs, launched with programmatic dependent launch or not (`pdl`): two
+    /// blocks per SM (one was slower for every shape measured), and, with `pdl`, K split over 2
+    /// warps when the matrix has fewer 2-row groups than the grid has warps and K an even number
+    /// of 2048-chunks (the 2048x8192 `down` shape: in a graph of PDL launches split 2 beat 1 and
+    /// 4, launched alone it lost to 1; `benchmark/NOTES.md`, 2026-11-27).
+    pub fn auto(m: usize, rows: usize, k: usize, sms: usize, pdl: bool) -> Q8Launch {
         let _ = m;
         let blocks_per_sm = 2;
         let warps = blocks_per_sm * sms.max(1) * QK_WARPS;
-        let split = if k.div_ceil(2048).is_multiple_of(2) && rows.div_ceil(2) < warps { 2 } else { 1 };
+        let split = if pdl && k.div_ceil(2048).is_multiple_of(2) && rows.div_ceil(2) < warps { 2 } else { 1 };
         Q8Launch { blocks_per_sm, split }
     }
 
@@ -302,14 +305,21 @@ unsafe fn q8_launch(dev: &CudaDevice, g: &QuantGemv, parts: &[QuantPart], x: u64
         return Ok(());
     }
     let sms = dev.sm_count.max(1) as usize;
-    let l = launch.unwrap_or_else(|| Q8Launch::auto(g.m, rows, g.k, sms));
+    let l = launch.unwrap_or_else(|| Q8Launch::auto(g.m, rows, g.k, sms, pdl));
     l.check(g.k)?;
-    // one matrix without a split: the kernel compiled without the part selection and team sums
-    let names = if parts.len() == 1 && l.split == 1 { &Q8_NAMES } else { &Q8M_NAMES };
-    let f = kfunc(dev, KFile::Quant, g.dtype, names[g.m - 1])?;
+    let launcher = if pdl { launch_pdl } else { launch_plain };
+    let mut a = Args::new();
+    if parts.len() == 1 && l.split == 1 {
+        // one matrix without a split: the kernel without the part selection and the team sums
+        let f = kfunc(dev, KFile::Quant, g.dtype, Q8_NAMES[g.m - 1])?;
+        let p = parts[0];
+        a.push(p.w).push(x).push(p.y).push(p.n as i32).push(g.k as i32).push(ldx as i64).push(ldy as i64);
+        let blocks = p.n.div_ceil(2).div_ceil(QK_WARPS).clamp(1, l.blocks_per_sm * sms);
+        return launcher(dev, op, f, (blocks as u32, 1, 1), ((32 * QK_WARPS) as u32, 1, 1), q8_shared(g.m, g.k) as u32, &mut a);
+    }
+    let f = kfunc(dev, KFile::Quant, g.dtype, Q8M_NAMES[g.m - 1])?;
     let part = |i: usize| parts.get(i).copied().unwrap_or(QuantPart { w: parts[0].w, n: 0, y: parts[0].y });
     let (p0, p1, p2) = (part(0), part(1), part(2));
-    let mut a = Args::new();
     a.push(p0.w).push(p1.w).push(p2.w).push(p0.y).push(p1.y).push(p2.y);
     a.push(p0.n as i32).push(p1.n as i32).push(p2.n as i32);
     a.push(x).push(g.k as i32).push(ldx as i64).push(ldy as i64).push(l.split as i32);
@@ -317,7 +327,6 @@ unsafe fn q8_launch(dev: &CudaDevice, g: &QuantGemv, parts: &[QuantPart], x: u64
     let teams = rows.div_ceil(2).div_ceil(QK_WARPS / l.split);
     let blocks = teams.clamp(1, l.blocks_per_sm * sms);
     let shared = q8_shared(g.m, g.k) + QK_WARPS * 64;  // codes, then the partial sums
-    let launcher = if pdl { launch_pdl } else { launch_plain };
     launcher(dev, op, f, (blocks as u32, 1, 1), ((32 * QK_WARPS) as u32, 1, 1), shared as u32, &mut a)
 }
 

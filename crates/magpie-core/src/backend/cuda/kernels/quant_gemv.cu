@@ -408,6 +408,21 @@ struct QKW {
     }
 };
 
+// QKW for one matrix of N rows, row group g (rows 2g, 2g + 1)
+struct QKW1 {
+    uint4 h[QK_NR], qa[QK_NR], qb[QK_NR];
+    __device__ __forceinline__ void load(const u8* w, long long row_bytes, int N, int g, int u) {
+#pragma unroll
+        for (int i = 0; i < QK_NR; i++) {
+            const long long row = min((long long)QK_NR * g + i, (long long)N - 1);
+            const u8* p = w + row * row_bytes + (long long)(u >> 2) * 144;
+            h[i] = __ldg((const uint4*)p);
+            qa[i] = __ldg((const uint4*)(p + 16 + 32 * (u & 3)));
+            qb[i] = __ldg((const uint4*)(p + 32 + 32 * (u & 3)));
+        }
+    }
+};
+
 // The (up to three) matrices of one launch: W_i [n_i, K] and y_i (R rows, stride ldy); row group g
 // is group g of matrix 0, then of matrix 1 from g0 = ceil(n_0 / 2) on, then of matrix 2 from g1.
 struct QKParts {
@@ -428,8 +443,8 @@ struct QKParts {
 };
 
 // acc[r][i] += unit u of row i . x row r (its codes in the shared-memory records)
-template <int R>
-__device__ __forceinline__ void qk_dot(const QKW& L, const u8* sm, int U, int u, float (&acc)[R][QK_NR]) {
+template <int R, class W>
+__device__ __forceinline__ void qk_dot(const W& L, const u8* sm, int U, int u, float (&acc)[R][QK_NR]) {
     const int j = u & 3;
     // byte selectors of sub-blocks 2j, 2j + 1 within the packed scale words, as 2^23 + byte
     const unsigned s0 = 0x7440u | (unsigned)(2 * (j & 1)), s1 = s0 + 1;
@@ -472,6 +487,83 @@ __device__ __forceinline__ void qk_dot(const QKW& L, const u8* sm, int U, int u,
     }
 }
 
+// One matrix, no split: the form before the parts and the split (kept as it was: the general
+// form costs the tall LM-head shape ~20% more instructions per step, and 4-8 rows ~10%).
+// x: R rows of K values of T (f16 / bf16), row stride ldx (16-byte-aligned rows); y: R rows of N
+// values, row stride ldy; w: N rows of K / 256 Q4_K blocks (16-byte aligned). Grid: at most two
+// blocks of 256 threads per SM; R * K / 64 * 80 bytes of dynamic shared memory.
+template <int R>
+__device__ __forceinline__ void qk8_gemv1(const u8* __restrict__ w, const T* __restrict__ x, T* __restrict__ y, int N, int K, long long ldx, long long ldy) {
+    u8* sm = (u8*)qk_smem;
+    const int lane = threadIdx.x & 31;
+    const int U = K >> 6, C = (U + 31) >> 5, G = (N + QK_NR - 1) / QK_NR;
+    const int TW = gridDim.x * QK_WARPS, gw = blockIdx.x * QK_WARPS + (threadIdx.x >> 5);
+    const int steps = gw < G ? ((G - 1 - gw) / TW + 1) * C : 0;  // warp-uniform
+    const long long row_bytes = (long long)(K >> 8) * 144;
+    qg_pdl_start();
+    // the first step's weights are in flight while the previous kernel finishes and x is coded
+    int g = gw, c = 0;
+    QKW1 cur;
+    cur.load(w, row_bytes, N, g, min(lane, U - 1));
+    qg_pdl_wait();
+    const int per_row = K >> 3;  // 8-value pieces per x row; a multiple of 32, so warps stay whole
+    for (int it = threadIdx.x; it < R * per_row; it += blockDim.x) {
+        const int r = it / per_row, e = (it - r * per_row) << 3;
+        float v[8];
+        qg_x8(x + r * ldx + e, v);
+        float a = 0.f;
+#pragma unroll
+        for (int k = 0; k < 8; k++) a = fmaxf(a, fabsf(v[k]));
+        float s = qg_sum8(v);
+        // the 4 lanes of a 32-value group
+        a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 1));
+        a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 2));
+        s += __shfl_xor_sync(0xffffffffu, s, 1);
+        s += __shfl_xor_sync(0xffffffffu, s, 2);
+        const float inv = a > 0.f ? 127.f / a : 0.f;
+        int q[8];
+#pragma unroll
+        for (int k = 0; k < 8; k++) q[k] = __float2int_rn(v[k] * inv);
+        u8* rec = sm + ((long long)r * U + (e >> 6)) * QK_REC;
+        *(uint2*)(rec + (e & 63)) = make_uint2(qk_pack(q[0], q[1], q[2], q[3]), qk_pack(q[4], q[5], q[6], q[7]));
+        if ((e & 31) == 0) {
+            const int h = (e >> 5) & 1;
+            ((float*)(rec + 64))[h] = a / 127.f + (s - s);  // NaN unless the 32 values are finite
+            ((float*)(rec + 72))[h] = s;
+        }
+    }
+    __syncthreads();
+    float acc[R][QK_NR];
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int i = 0; i < QK_NR; i++) acc[r][i] = 0.f;
+    for (int st = 0; st < steps; st++) {
+        int gn = g, cn = c + 1;
+        if (cn == C) { cn = 0; gn += TW; }
+        QKW1 nxt;
+        nxt.load(w, row_bytes, N, gn, min(32 * cn + lane, U - 1));
+        const int u = 32 * c + lane;
+        if (u < U) qk_dot<R>(cur, sm, U, u, acc);
+        if (c == C - 1) {
+            float v = 0.f;
+#pragma unroll
+            for (int r = 0; r < R; r++)
+#pragma unroll
+                for (int i = 0; i < QK_NR; i++) {
+                    float t = acc[r][i];
+#pragma unroll
+                    for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
+                    if (lane == r * QK_NR + i) v = t;
+                    acc[r][i] = 0.f;
+                }
+            const int r = lane / QK_NR, n = QK_NR * g + (lane - r * QK_NR);
+            if (lane < R * QK_NR && n < N) y[r * ldy + n] = Ty<T>::st(v);
+        }
+        cur = nxt; g = gn; c = cn;
+    }
+}
+
 __device__ __forceinline__ void qk_team_sync(int id, int threads) {
     asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
@@ -480,14 +572,11 @@ __device__ __forceinline__ void qk_team_sync(int id, int threads) {
 // n_i values, row stride ldy; w_i: n_i rows of K / 256 Q4_K blocks (16-byte aligned). Block: a
 // multiple of S warps, at most QK_WARPS; S divides ceil(K / 2048). Dynamic shared memory: R * K /
 // 64 * 80 bytes of codes, then 64 bytes per warp for the split-K partial sums.
-// MULTI = false: one matrix (n0 >= 1), S = 1, compiled without the part selection and the team
-// reduction (the general form costs the tall LM-head shape ~20% in instructions per step).
-template <int R, bool MULTI>
-__device__ __forceinline__ void qk8_gemv(const QKParts& P, const T* __restrict__ x, int K, long long ldx, long long ldy, int S_) {
-    const int S = MULTI ? S_ : 1;
+template <int R>
+__device__ __forceinline__ void qk8_gemv(const QKParts& P, const T* __restrict__ x, int K, long long ldx, long long ldy, int S) {
     u8* sm = (u8*)qk_smem;
     const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5, NW = blockDim.x >> 5;
-    const int U = K >> 6, C = (U + 31) >> 5, G = MULTI ? P.g1 + (P.n2 + QK_NR - 1) / QK_NR : P.g0;
+    const int U = K >> 6, C = (U + 31) >> 5, G = P.g1 + (P.n2 + QK_NR - 1) / QK_NR;
     const int TB = NW / S, team = wib / S, ws = wib - team * S, CW = C / S;
     const int TT = gridDim.x * TB, gt = blockIdx.x * TB + team;
     const int steps = gt < G ? ((G - 1 - gt) / TT + 1) * CW : 0;  // team-uniform
@@ -496,10 +585,7 @@ __device__ __forceinline__ void qk8_gemv(const QKParts& P, const T* __restrict__
     // the first step's weights are in flight while the previous kernel finishes and x is coded
     int g = gt, cc = 0, row0 = 0, p = 0;
     QKW cur;
-    if (!MULTI) {
-        row0 = QK_NR * g;  // clamped to the matrix by the load when past it
-        cur.load(P.w0, row_bytes, P.n0, row0, min(lane, U - 1));
-    } else if (steps > 0) {
+    if (steps > 0) {
         p = P.find(g, row0);
         cur.load(P.w(p), row_bytes, P.n(p), row0, min(32 * ws + lane, U - 1));
     }
@@ -557,12 +643,10 @@ __device__ __forceinline__ void qk8_gemv(const QKParts& P, const T* __restrict__
         if (cn == CW) {
             cn = 0;
             gn += TT;
-            if (!MULTI) rn = QK_NR * gn;
-            else if (gn < G) pn = P.find(gn, rn);
+            if (gn < G) pn = P.find(gn, rn);
         }
         QKW nxt;
-        if (!MULTI) nxt.load(P.w0, row_bytes, P.n0, rn, min(32 * cn + lane, U - 1));
-        else if (gn < G) nxt.load(P.w(pn), row_bytes, P.n(pn), rn, min(32 * (ws + S * cn) + lane, U - 1));
+        if (gn < G) nxt.load(P.w(pn), row_bytes, P.n(pn), rn, min(32 * (ws + S * cn) + lane, U - 1));
         const int u = 32 * (ws + S * cc) + lane;
         if (u < U) qk_dot<R>(cur, sm, U, u, acc);
         if (cc == CW - 1) {
@@ -587,28 +671,28 @@ __device__ __forceinline__ void qk8_gemv(const QKParts& P, const T* __restrict__
                 }
             }
             const int r = lane / QK_NR, n = row0 + (lane - r * QK_NR);
-            if (!MULTI) {
-                if (lane < R * QK_NR && n < P.n0) P.y0[r * ldy + n] = Ty<T>::st(v);
-            } else if (ws == 0 && lane < R * QK_NR && n < P.n(p)) {
+            if (ws == 0 && lane < R * QK_NR && n < P.n(p)) {
                 P.y(p)[r * ldy + n] = Ty<T>::st(v);
             }
             if (S > 1) qk_team_sync(1 + team, 32 * S);  // red is reused by the next group
         }
-        if (!MULTI || gn < G) cur = nxt;
+        if (gn < G) cur = nxt;
         g = gn; cc = cn; p = pn; row0 = rn;
     }
 }
 
 // quant_gemv_q4_k_q8_r<R>: one matrix, S = 1; quant_gemv_q4_k_q8m_r<R>: up to three, any S
-#define QK_KERNEL_(NAME, R, MULTI) \
-    extern "C" __global__ void __launch_bounds__(32 * QK_WARPS, 2) NAME##R(const u8* w0, const u8* w1, const u8* w2, T* y0, T* y1, T* y2, int n0, int n1, int n2, const T* x, int K, long long ldx, long long ldy, int S) { \
+#define QK_KERNEL(R) \
+    extern "C" __global__ void __launch_bounds__(32 * QK_WARPS, 2) quant_gemv_q4_k_q8_r##R(const u8* w, const T* x, T* y, int N, int K, long long ldx, long long ldy) { \
+        qk8_gemv1<R>(w, x, y, N, K, ldx, ldy); \
+    } \
+    extern "C" __global__ void __launch_bounds__(32 * QK_WARPS, 2) quant_gemv_q4_k_q8m_r##R(const u8* w0, const u8* w1, const u8* w2, T* y0, T* y1, T* y2, int n0, int n1, int n2, const T* x, int K, long long ldx, long long ldy, int S) { \
         QKParts P; \
         P.w0 = w0; P.w1 = w1; P.w2 = w2; P.y0 = y0; P.y1 = y1; P.y2 = y2; \
         P.n0 = n0; P.n1 = n1; P.n2 = n2; \
         P.g0 = (n0 + QK_NR - 1) / QK_NR; P.g1 = P.g0 + (n1 + QK_NR - 1) / QK_NR; \
-        qk8_gemv<R, MULTI>(P, x, K, ldx, ldy, S); \
+        qk8_gemv<R>(P, x, K, ldx, ldy, S); \
     }
-#define QK_KERNEL(R) QK_KERNEL_(quant_gemv_q4_k_q8_r, R, false) QK_KERNEL_(quant_gemv_q4_k_q8m_r, R, true)
 QK_KERNEL(1) QK_KERNEL(2) QK_KERNEL(3) QK_KERNEL(4) QK_KERNEL(5) QK_KERNEL(6) QK_KERNEL(7) QK_KERNEL(8)
 
 // ---- dequantization: out[n, k] = W[n, k] as T, bit-exact with the CPU dequantizer (and ggml)
