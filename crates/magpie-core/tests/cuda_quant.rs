@@ -22,7 +22,9 @@
 //! left is f32 rounding: ≤ ((K/32 + 32) u + ε) T, T the sum of the terms' magnitudes), which
 //! catches any wrong code, scale or index; (2) against the CPU's exact product, with the error
 //! the rounding of x allows: Σ |(d·sc) q_w| · |x − s q_x| ≤ 0.5001 Σ |(d·sc) q_w| s (the 0.0001
-//! covers 127 / amax not being exactly 1 / s), the bound `docs/gguf.md` states.
+//! covers 127 / amax not being exactly 1 / s), the bound `docs/gguf.md` states. The same checks
+//! cover several matrices in one launch and K split over 1, 2 or 4 warps
+//! (`quant_gemv_parts_raw`, `Q8Launch`).
 
 #[path = "cuda_util/mod.rs"]
 mod util;
