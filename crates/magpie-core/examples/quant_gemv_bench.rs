@@ -11,6 +11,11 @@
 //! dependent launch: its time against the floor of all its bytes is the figure for layer shapes
 //! in a real decode step, where the kernels run back to back.
 //!
+//! Q4_K (bf16) shapes are also timed as a CUDA graph of PDL launches of the same shape (rotating
+//! weights), which removes the host's launch rate from the figure, for the default launch shape
+//! and the others of `Q8Launch` (blocks per SM, split K); and the decode chain with q|k|v and
+//! gate|up each in one launch (4 launches per layer instead of 7).
+//!
 //!     cargo run --release -p magpie-core --example quant_gemv_bench
 
 use cudarc::driver::{result as cu, sys};
@@ -19,7 +24,7 @@ use magpie_core::backend::cuda::device::{device, CudaDevice};
 use magpie_core::backend::cuda::kern::elem_ptr;
 use magpie_core::backend::cuda::memcpy::dtod;
 use magpie_core::backend::cuda::graph::capture;
-use magpie_core::backend::cuda::quant::{quant_gemv_raw, quant_gemv_raw_pdl, QuantGemv};
+use magpie_core::backend::cuda::quant::{quant_gemv_parts_raw, quant_gemv_raw, quant_gemv_raw_pdl, Q8Launch, QuantGemv, QuantPart};
 use magpie_core::{DType, Device, Error, Result, Tensor};
 
 const GPU: Device = Device::Cuda(0);
@@ -99,8 +104,26 @@ fn decode_chain(dev: &std::sync::Arc<CudaDevice>, copy_gbs: f64, seed: &mut u64)
         }
         Ok(())
     };
+    // q|k|v and gate|up in one launch each (shapes 0-2 and 4-5 share x)
+    // `launch`: blocks per SM and the split of `down` (K = 8192; the K = 2048 launches take 1)
+    let fused = |launch: Option<(usize, usize)>| -> Result<()> {
+        for l in 0..layers {
+            for group in [&[0usize, 1, 2][..], &[3], &[4, 5], &[6]] {
+                let k = shapes[group[0]].2;
+                let launch = launch.map(|(b, s)| Q8Launch { blocks_per_sm: b, split: if k > 2048 { s } else { 1 } });
+                let parts: Vec<QuantPart> = group.iter().map(|&s| QuantPart { w: wp[s * layers + l], n: shapes[s].1, y: yp[s] }).collect();
+                let g = QuantGemv { ty, dtype: DType::BF16, m: 1, n: 0, k };
+                // SAFETY: as in `chain`.
+                unsafe { quant_gemv_parts_raw(dev, &g, &parts, xp, k, 8192, launch, true)? };
+            }
+        }
+        Ok(())
+    };
     let floor_us = moved as f64 / copy_gbs / 1e3;
     println!("decode chain: {} Q4_K GEMVs (Llama-3.2-1B layer x {layers}), {:.1} MB, floor {floor_us:.1} us", shapes.len() * layers, moved as f64 / 1e6);
+    let report = |mode: &str, us: f64, launches: usize| {
+        println!("decode chain, {mode}: {us:.1} us ({:.2} us per launch), {:.0} GB/s = {:.0}% of the copy rate", us / launches as f64, moved as f64 / us / 1e3, 100.0 * floor_us / us);
+    };
     for (mode, pdl, graph) in [("stream", false, false), ("stream + PDL", true, false), ("graph", false, true), ("graph + PDL", true, true)] {
         let ms = if graph {
             chain(pdl)?;
@@ -109,8 +132,13 @@ fn decode_chain(dev: &std::sync::Arc<CudaDevice>, copy_gbs: f64, seed: &mut u64)
         } else {
             time(dev, 20, |_| chain(pdl))?
         };
-        let us = ms * 1e3;
-        println!("decode chain, {mode}: {us:.1} us ({:.2} us per GEMV), {:.0} GB/s = {:.0}% of the copy rate", us / (shapes.len() * layers) as f64, moved as f64 / us / 1e3, 100.0 * floor_us / us);
+        report(mode, ms * 1e3, shapes.len() * layers);
+    }
+    for (mode, launch) in [("q|k|v, gate|up fused, graph + PDL", None), ("fused, 1 block/SM, split 1", Some((1, 1))), ("fused, 1 block/SM, split 4", Some((1, 4))), ("fused, 2 blocks/SM, split 1", Some((2, 1))), ("fused, 2 blocks/SM, split 2", Some((2, 2))), ("fused, 2 blocks/SM, split 4", Some((2, 4)))] {
+        fused(launch)?;
+        let gr = capture(dev, || fused(launch))?;
+        let ms = time(dev, 20, |_| gr.replay())?;
+        report(mode, ms * 1e3, 4 * layers);
     }
     Ok(())
 }
@@ -159,6 +187,33 @@ fn main() -> Result<()> {
                 let floor_us = moved / copy_gbs / 1e3;
                 let tag = if dt == DType::F32 { " f32" } else { "" };
                 println!("{ty}{tag} {name} rows={m}: {:.2} us (floor {floor_us:.2} us), {gbs:.0} GB/s = {:.0}% of the copy rate", ms * 1e3, 100.0 * gbs / copy_gbs);
+                if ty == QuantType::Q4_K && dt == DType::BF16 && g.rounds_activations() {
+                    // a graph of PDL launches of this shape over the weight copies (at least 64)
+                    let chunks = k.div_ceil(2048);
+                    let mut launches: Vec<(&str, Option<Q8Launch>)> = vec![("default", None)];
+                    if m == 1 {
+                        for (b, sp, label) in [(1, 1, "1 block/SM, split 1"), (1, 2, "1 block/SM, split 2"), (1, 4, "1 block/SM, split 4"), (2, 1, "2 blocks/SM, split 1"), (2, 2, "2 blocks/SM, split 2"), (2, 4, "2 blocks/SM, split 4")] {
+                            if chunks % sp == 0 {
+                                launches.push((label, Some(Q8Launch { blocks_per_sm: b, split: sp })));
+                            }
+                        }
+                    }
+                    let reps = 64usize.div_ceil(wp.len()) * wp.len();
+                    for (label, launch) in launches {
+                        let run = || -> Result<()> {
+                            for i in 0..reps {
+                                let part = QuantPart { w: wp[i % wp.len()], n, y: yp };
+                                // SAFETY: as above; no kernel writes a weight.
+                                unsafe { quant_gemv_parts_raw(&dev, &g, &[part], xp, k, n, launch, true)? };
+                            }
+                            Ok(())
+                        };
+                        run()?;
+                        let gr = capture(&dev, run)?;
+                        let gms = time(&dev, 10, |_| gr.replay())? / reps as f64;
+                        println!("{ty} {name} rows={m} graph + PDL, {label}: {:.2} us, {:.0} GB/s = {:.0}% of the copy rate", gms * 1e3, moved / gms / 1e6, 100.0 * moved / gms / 1e6 / copy_gbs);
+                    }
+                }
             }
         }
     }

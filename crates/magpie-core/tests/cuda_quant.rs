@@ -22,7 +22,9 @@
 //! left is f32 rounding: ≤ ((K/32 + 32) u + ε) T, T the sum of the terms' magnitudes), which
 //! catches any wrong code, scale or index; (2) against the CPU's exact product, with the error
 //! the rounding of x allows: Σ |(d·sc) q_w| · |x − s q_x| ≤ 0.5001 Σ |(d·sc) q_w| s (the 0.0001
-//! covers 127 / amax not being exactly 1 / s), the bound `docs/gguf.md` states.
+//! covers 127 / amax not being exactly 1 / s), the bound `docs/gguf.md` states. The same checks
+//! cover several matrices in one launch and K split over 1, 2 or 4 warps
+//! (`quant_gemv_parts_raw`, `Q8Launch`).
 
 #[path = "cuda_util/mod.rs"]
 mod util;
@@ -30,7 +32,7 @@ mod util;
 use magpie_core::backend::cpu::quant::{dequantize_rows, quant_matmul, QuantType};
 use magpie_core::backend::cuda::device::device;
 use magpie_core::backend::cuda::kern::elem_ptr;
-use magpie_core::backend::cuda::quant::{dequantize_raw, quant_gemv_raw, QuantGemv};
+use magpie_core::backend::cuda::quant::{dequantize_raw, quant_gemv_parts_raw, quant_gemv_raw, Q8Launch, QuantGemv, QuantPart};
 use magpie_core::quant::QuantMatrix;
 use magpie_core::{DType, Tensor};
 use util::{gpu, Rng};
@@ -195,6 +197,67 @@ fn quant_gemv_matches_the_cpu_kernel() {
                 }
             }
         }
+    }
+}
+
+/// Q4_K with bf16/f16 x, several matrices in one launch (as q|k|v) and K split over 1, 2 or 4
+/// warps: every output as the reference's bound, and nothing written past a part's n columns.
+#[test]
+fn quant_gemv_parts_and_split_k_match_the_cpu() {
+    let Some(g) = gpu() else { return };
+    let dev = device("test", 0).unwrap();
+    let mut rng = Rng::new(23);
+    let ty = QuantType::Q4_K;
+    // odd row counts (not multiples of the 2-row groups); K = 7936 leaves the last 2048-chunk a
+    // partial one (124 units of 64), K = 8192 a whole one; both split into 1, 2 or 4
+    for k in [7936usize, 8192] {
+        let ns = [77usize, 19, 131];
+        let ws: Vec<Vec<u8>> = ns.iter().map(|&n| random_blocks(ty, n, k, &mut rng)).collect();
+        let parts_ref: Vec<_> = ws.iter().map(|w| q4k_parts(w)).collect();
+        let wts: Vec<Tensor> = ws.iter().map(|w| Tensor::from_vec(w.clone(), &[w.len()]).unwrap().to_device(g).unwrap()).collect();
+        let ldy = 136;
+        let launches = [None, Some((1, 1)), Some((1, 2)), Some((2, 4)), Some((1, 4))];
+        // (one part: the single-matrix kernel at split 1, the general one at split 2 or 4)
+        let cases = launches.iter().flat_map(|l| [(DType::BF16, 1usize, *l, 3usize), (DType::BF16, 3, *l, 3), (DType::BF16, 1, *l, 1)]);
+        for (dt, m, launch, nparts) in cases.chain([(DType::F16, 2, None, 3), (DType::F16, 2, None, 1)]) {
+            let x = util::rand(&mut rng, &[m, k], dt, -1.0, 1.0);
+            let xf = x.to_dtype(DType::F32).unwrap().to_vec::<f32>().unwrap();
+            let xg = x.to_device(g).unwrap();
+            let ys: Vec<Tensor> = ns.iter().map(|_| Tensor::zeros(&[m, ldy]).unwrap().to_dtype(dt).unwrap().to_device(g).unwrap()).collect();
+            let parts: Vec<QuantPart> = (0..3).map(|i| QuantPart { w: elem_ptr("test", &wts[i]).unwrap().0, n: ns[i], y: elem_ptr("test", &ys[i]).unwrap().0 }).collect();
+            let spec = QuantGemv { ty, dtype: dt, m, n: 0, k };
+            let launch = launch.map(|(b, s)| Q8Launch { blocks_per_sm: b, split: s });
+            // SAFETY: the tensors are live and sized as the spec and parts say (y: m rows of ldy).
+            unsafe { quant_gemv_parts_raw(&dev, &spec, &parts[..nparts], elem_ptr("test", &xg).unwrap().0, k, ldy, launch, false) }.unwrap();
+            let eps = if dt == DType::BF16 { 2f64.powi(-8) } else { 2f64.powi(-11) };
+            for (p, &n) in ns.iter().enumerate() {
+                let got = ys[p].to_f64_vec().unwrap();
+                if p >= nparts {
+                    assert!(got.iter().all(|&v| v == 0.0), "part {p} was not in the launch but was written");
+                    continue;
+                }
+                let want = quant_matmul(ty, &ws[p], n, k, &xf, m).unwrap();
+                let (d1, m1, qw) = &parts_ref[p];
+                for i in 0..m {
+                    for j in 0..ldy {
+                        let what = format!("{dt} m={m} k={k} launch {launch:?}: part {p} y[{i},{j}]");
+                        if j >= n {
+                            assert_eq!(got[i * ldy + j], 0.0, "{what} lies past n = {n}");
+                            continue;
+                        }
+                        let r = j * k..(j + 1) * k;
+                        check_q8_output(&what, got[i * ldy + j], want[i * n + j] as f64, &xf[i * k..(i + 1) * k], (&d1[r.clone()], &m1[r.clone()], &qw[r]), eps);
+                    }
+                }
+            }
+        }
+        // a split that does not divide K's 2048-chunks is an error naming the op
+        let bad = Q8Launch { blocks_per_sm: 1, split: 4 };
+        let spec = QuantGemv { ty, dtype: DType::BF16, m: 1, n: 0, k: 2048 };
+        let part = QuantPart { w: elem_ptr("test", &wts[0]).unwrap().0, n: 8, y: 0 };
+        // SAFETY: rejected before any launch (the split does not divide K = 2048's one chunk).
+        let e = unsafe { quant_gemv_parts_raw(&dev, &spec, &[part], 0, 2048, 8, Some(bad), false) }.unwrap_err().to_string();
+        assert!(e.contains("quant_gemv") && e.contains("split"), "{e}");
     }
 }
 

@@ -362,11 +362,16 @@ QG_KERNELS(quant_gemv_q4_0, Q40)
 //   y += (d * sc) * s * sum(q_w * q_x) - (dmin * m) * sum(x),
 // ~1.2 instructions per weight instead of ~3.3 (3 logic ops per 8 weights to split the nibbles,
 // no float per weight). Error: |x - s * q_x| <= s / 2 per activation (docs/gguf.md).
-// Grid: persistent, at most 2 blocks of 8 warps per SM. A warp takes QK_NR = 2 weight rows at a
-// time (a "row group"; groups strided over the grid's warps), its lanes a row's 64-weight units
-// (K / 64 per row, in ceil(K / 2048) steps); the next step's weights are loaded before the current
-// step's arithmetic, and the first step's before waiting for the previous kernel (PDL), so that in
-// a chain of GEMVs one kernel's weight fetch overlaps the previous one's tail.
+// Grid: persistent (the host sizes it: 1-2 blocks per SM). Warps form teams of S (1, 2 or 4; split
+// K): a team takes QK_NR = 2 weight rows at a time (a "row group"; groups strided over the grid's
+// teams), its warps the row's 2048-weight chunks in turn (chunk c to warp c % S), each lane a
+// chunk's 64-weight unit; the team's partial sums meet in shared memory behind a named barrier,
+// in a fixed order (deterministic). S > 1 gives every warp work when the matrix has fewer row
+// groups than the grid has warps (the K = 8192 `down` shape). The next step's weights are loaded
+// before the current step's arithmetic, and the first step's before waiting for the previous
+// kernel (PDL), so that in a chain of GEMVs one kernel's weight fetch overlaps the previous one's
+// tail. Up to three matrices of the same K share one launch (and one coding of x): q|k|v,
+// gate|up; their row groups are numbered one after the other.
 // Shared memory: R x K / 64 records of 80 bytes (64 codes, then s and sum(x) of the unit's two
 // sub-blocks); the 20-word stride keeps the 16-byte reads of 8 consecutive lanes on distinct banks.
 
@@ -388,8 +393,23 @@ __device__ __forceinline__ unsigned qk_pack(int a, int b, int c, int d) {
 }
 
 // unit u (super-block u / 4, its 32-byte nibble slice u % 4, and the header) of the rows
-// 2g, 2g + 1, clamped to the matrix (callers ignore what they did not ask for)
+// row0, row0 + 1 of a matrix of n rows, clamped to it (callers ignore what they did not ask for)
 struct QKW {
+    uint4 h[QK_NR], qa[QK_NR], qb[QK_NR];
+    __device__ __forceinline__ void load(const u8* w, long long row_bytes, int n, int row0, int u) {
+#pragma unroll
+        for (int i = 0; i < QK_NR; i++) {
+            const long long row = min(row0 + i, n - 1);
+            const u8* p = w + row * row_bytes + (long long)(u >> 2) * 144;
+            h[i] = __ldg((const uint4*)p);
+            qa[i] = __ldg((const uint4*)(p + 16 + 32 * (u & 3)));
+            qb[i] = __ldg((const uint4*)(p + 32 + 32 * (u & 3)));
+        }
+    }
+};
+
+// QKW for one matrix of N rows, row group g (rows 2g, 2g + 1)
+struct QKW1 {
     uint4 h[QK_NR], qa[QK_NR], qb[QK_NR];
     __device__ __forceinline__ void load(const u8* w, long long row_bytes, int N, int g, int u) {
 #pragma unroll
@@ -403,9 +423,28 @@ struct QKW {
     }
 };
 
+// The (up to three) matrices of one launch: W_i [n_i, K] and y_i (R rows, stride ldy); row group g
+// is group g of matrix 0, then of matrix 1 from g0 = ceil(n_0 / 2) on, then of matrix 2 from g1.
+struct QKParts {
+    const u8 *w0, *w1, *w2;
+    T *y0, *y1, *y2;
+    int n0, n1, n2;
+    int g0, g1;
+    // matrix of group g (selected without indexing, which would put the fields in local memory)
+    // and its first row
+    __device__ __forceinline__ int find(int g, int& row0) const {
+        const int p = g < g0 ? 0 : (g < g1 ? 1 : 2);
+        row0 = QK_NR * (g - (p == 0 ? 0 : (p == 1 ? g0 : g1)));
+        return p;
+    }
+    __device__ __forceinline__ const u8* w(int p) const { return p == 0 ? w0 : (p == 1 ? w1 : w2); }
+    __device__ __forceinline__ T* y(int p) const { return p == 0 ? y0 : (p == 1 ? y1 : y2); }
+    __device__ __forceinline__ int n(int p) const { return p == 0 ? n0 : (p == 1 ? n1 : n2); }
+};
+
 // acc[r][i] += unit u of row i . x row r (its codes in the shared-memory records)
-template <int R>
-__device__ __forceinline__ void qk_dot(const QKW& L, const u8* sm, int U, int u, float (&acc)[R][QK_NR]) {
+template <int R, class W>
+__device__ __forceinline__ void qk_dot(const W& L, const u8* sm, int U, int u, float (&acc)[R][QK_NR]) {
     const int j = u & 3;
     // byte selectors of sub-blocks 2j, 2j + 1 within the packed scale words, as 2^23 + byte
     const unsigned s0 = 0x7440u | (unsigned)(2 * (j & 1)), s1 = s0 + 1;
@@ -448,11 +487,14 @@ __device__ __forceinline__ void qk_dot(const QKW& L, const u8* sm, int U, int u,
     }
 }
 
+// One matrix, no split: the form before the parts and the split, kept as it was (the general
+// form, compiled for one matrix, takes 465 instructions per step of the one-row LM head against
+// 299 here, and measured 20% slower there).
 // x: R rows of K values of T (f16 / bf16), row stride ldx (16-byte-aligned rows); y: R rows of N
 // values, row stride ldy; w: N rows of K / 256 Q4_K blocks (16-byte aligned). Grid: at most two
 // blocks of 256 threads per SM; R * K / 64 * 80 bytes of dynamic shared memory.
 template <int R>
-__device__ __forceinline__ void qk8_gemv(const u8* __restrict__ w, const T* __restrict__ x, T* __restrict__ y, int N, int K, long long ldx, long long ldy) {
+__device__ __forceinline__ void qk8_gemv1(const u8* __restrict__ w, const T* __restrict__ x, T* __restrict__ y, int N, int K, long long ldx, long long ldy) {
     u8* sm = (u8*)qk_smem;
     const int lane = threadIdx.x & 31;
     const int U = K >> 6, C = (U + 31) >> 5, G = (N + QK_NR - 1) / QK_NR;
@@ -462,7 +504,7 @@ __device__ __forceinline__ void qk8_gemv(const u8* __restrict__ w, const T* __re
     qg_pdl_start();
     // the first step's weights are in flight while the previous kernel finishes and x is coded
     int g = gw, c = 0;
-    QKW cur;
+    QKW1 cur;
     cur.load(w, row_bytes, N, g, min(lane, U - 1));
     qg_pdl_wait();
     const int per_row = K >> 3;  // 8-value pieces per x row; a multiple of 32, so warps stay whole
@@ -500,7 +542,7 @@ __device__ __forceinline__ void qk8_gemv(const u8* __restrict__ w, const T* __re
     for (int st = 0; st < steps; st++) {
         int gn = g, cn = c + 1;
         if (cn == C) { cn = 0; gn += TW; }
-        QKW nxt;
+        QKW1 nxt;
         nxt.load(w, row_bytes, N, gn, min(32 * cn + lane, U - 1));
         const int u = 32 * c + lane;
         if (u < U) qk_dot<R>(cur, sm, U, u, acc);
@@ -523,9 +565,134 @@ __device__ __forceinline__ void qk8_gemv(const u8* __restrict__ w, const T* __re
     }
 }
 
+__device__ __forceinline__ void qk_team_sync(int id, int threads) {
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+// x: R rows of K values of T (f16 / bf16), row stride ldx (16-byte-aligned rows); y_i: R rows of
+// n_i values, row stride ldy; w_i: n_i rows of K / 256 Q4_K blocks (16-byte aligned). Block: a
+// multiple of S warps, at most QK_WARPS; S divides ceil(K / 2048). Dynamic shared memory: R * K /
+// 64 * 80 bytes of codes, then 64 bytes per warp for the split-K partial sums.
+template <int R>
+__device__ __forceinline__ void qk8_gemv(const QKParts& P, const T* __restrict__ x, int K, long long ldx, long long ldy, int S) {
+    u8* sm = (u8*)qk_smem;
+    const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5, NW = blockDim.x >> 5;
+    const int U = K >> 6, C = (U + 31) >> 5, G = P.g1 + (P.n2 + QK_NR - 1) / QK_NR;
+    const int TB = NW / S, team = wib / S, ws = wib - team * S, CW = C / S;
+    const int TT = gridDim.x * TB, gt = blockIdx.x * TB + team;
+    const int steps = gt < G ? ((G - 1 - gt) / TT + 1) * CW : 0;  // team-uniform
+    const long long row_bytes = (long long)(K >> 8) * 144;
+    qg_pdl_start();
+    // the first step's weights are in flight while the previous kernel finishes and x is coded
+    int g = gt, cc = 0, row0 = 0, p = 0;
+    QKW cur;
+    if (steps > 0) {
+        p = P.find(g, row0);
+        cur.load(P.w(p), row_bytes, P.n(p), row0, min(32 * ws + lane, U - 1));
+    }
+    qg_pdl_wait();
+    // x's codes: 8-value pieces, XB per thread loaded before any is used (one round trip for
+    // K <= 8192 with one row); a row's pieces are a multiple of 32, so warps stay whole
+    constexpr int XB = R == 1 ? 4 : 1;
+    const int per_row = K >> 3, total = R * per_row;
+    for (int base = threadIdx.x; base < total; base += XB * blockDim.x) {
+        float v[XB][8];
+#pragma unroll
+        for (int j = 0; j < XB; j++) {
+            const int it = base + j * blockDim.x;
+            if (it < total) {
+                const int r = it / per_row;
+                qg_x8(x + r * ldx + ((it - r * per_row) << 3), v[j]);
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < XB; j++) {
+            const int it = base + j * blockDim.x;
+            if (it >= total) break;  // warp-uniform
+            const int r = it / per_row, e = (it - r * per_row) << 3;
+            float a = 0.f;
+#pragma unroll
+            for (int k = 0; k < 8; k++) a = fmaxf(a, fabsf(v[j][k]));
+            float s = qg_sum8(v[j]);
+            // the 4 lanes of a 32-value group
+            a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 1));
+            a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 2));
+            s += __shfl_xor_sync(0xffffffffu, s, 1);
+            s += __shfl_xor_sync(0xffffffffu, s, 2);
+            const float inv = a > 0.f ? 127.f / a : 0.f;
+            int q[8];
+#pragma unroll
+            for (int k = 0; k < 8; k++) q[k] = __float2int_rn(v[j][k] * inv);
+            u8* rec = sm + ((long long)r * U + (e >> 6)) * QK_REC;
+            *(uint2*)(rec + (e & 63)) = make_uint2(qk_pack(q[0], q[1], q[2], q[3]), qk_pack(q[4], q[5], q[6], q[7]));
+            if ((e & 31) == 0) {
+                const int h = (e >> 5) & 1;
+                ((float*)(rec + 64))[h] = a / 127.f + (s - s);  // NaN unless the 32 values are finite
+                ((float*)(rec + 72))[h] = s;
+            }
+        }
+    }
+    __syncthreads();
+    float* red = (float*)(sm + (long long)R * U * QK_REC);  // [warp][R * QK_NR] partial sums
+    float acc[R][QK_NR];
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int i = 0; i < QK_NR; i++) acc[r][i] = 0.f;
+    for (int st = 0; st < steps; st++) {
+        int gn = g, cn = cc + 1, pn = p, rn = row0;
+        if (cn == CW) {
+            cn = 0;
+            gn += TT;
+            if (gn < G) pn = P.find(gn, rn);
+        }
+        QKW nxt;
+        if (gn < G) nxt.load(P.w(pn), row_bytes, P.n(pn), rn, min(32 * (ws + S * cn) + lane, U - 1));
+        const int u = 32 * (ws + S * cc) + lane;
+        if (u < U) qk_dot<R>(cur, sm, U, u, acc);
+        if (cc == CW - 1) {
+            float v = 0.f;
+#pragma unroll
+            for (int r = 0; r < R; r++)
+#pragma unroll
+                for (int i = 0; i < QK_NR; i++) {
+                    float t = acc[r][i];
+#pragma unroll
+                    for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
+                    if (lane == r * QK_NR + i) v = t;
+                    acc[r][i] = 0.f;
+                }
+            if (S > 1) {
+                // the team's S partial sums, added in warp order by its first warp
+                if (lane < R * QK_NR) red[wib * 16 + lane] = v;
+                qk_team_sync(1 + team, 32 * S);
+                if (ws == 0 && lane < R * QK_NR) {
+                    v = 0.f;
+                    for (int o = 0; o < S; o++) v += red[(wib + o) * 16 + lane];
+                }
+            }
+            const int r = lane / QK_NR, n = row0 + (lane - r * QK_NR);
+            if (ws == 0 && lane < R * QK_NR && n < P.n(p)) {
+                P.y(p)[r * ldy + n] = Ty<T>::st(v);
+            }
+            if (S > 1) qk_team_sync(1 + team, 32 * S);  // red is reused by the next group
+        }
+        if (gn < G) cur = nxt;
+        g = gn; cc = cn; p = pn; row0 = rn;
+    }
+}
+
+// quant_gemv_q4_k_q8_r<R>: one matrix, S = 1; quant_gemv_q4_k_q8m_r<R>: up to three, any S
 #define QK_KERNEL(R) \
     extern "C" __global__ void __launch_bounds__(32 * QK_WARPS, 2) quant_gemv_q4_k_q8_r##R(const u8* w, const T* x, T* y, int N, int K, long long ldx, long long ldy) { \
-        qk8_gemv<R>(w, x, y, N, K, ldx, ldy); \
+        qk8_gemv1<R>(w, x, y, N, K, ldx, ldy); \
+    } \
+    extern "C" __global__ void __launch_bounds__(32 * QK_WARPS, 2) quant_gemv_q4_k_q8m_r##R(const u8* w0, const u8* w1, const u8* w2, T* y0, T* y1, T* y2, int n0, int n1, int n2, const T* x, int K, long long ldx, long long ldy, int S) { \
+        QKParts P; \
+        P.w0 = w0; P.w1 = w1; P.w2 = w2; P.y0 = y0; P.y1 = y1; P.y2 = y2; \
+        P.n0 = n0; P.n1 = n1; P.n2 = n2; \
+        P.g0 = (n0 + QK_NR - 1) / QK_NR; P.g1 = P.g0 + (n1 + QK_NR - 1) / QK_NR; \
+        qk8_gemv<R>(P, x, K, ldx, ldy, S); \
     }
 QK_KERNEL(1) QK_KERNEL(2) QK_KERNEL(3) QK_KERNEL(4) QK_KERNEL(5) QK_KERNEL(6) QK_KERNEL(7) QK_KERNEL(8)
 
