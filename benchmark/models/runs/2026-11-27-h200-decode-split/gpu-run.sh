@@ -10,8 +10,8 @@ export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linu
 export CUDA_HOME=/usr/local/cuda CUDA_PATH=/usr/local/cuda
 gunzip -f $G/bin/*.gz; chmod +x $G/bin/*
 root=$(pwd)
-# the test binary finds its fixtures under the path it was built in
-[ -e /work/wt-decode ] || { mkdir -p /work && ln -s "$root" /work/wt-decode; }
+# the test binary finds its fixtures under the checkout path it was built in: name it in BUILD_ROOT
+if [ -n "${BUILD_ROOT:-}" ] && [ ! -e "$BUILD_ROOT" ]; then mkdir -p "$(dirname "$BUILD_ROOT")" && ln -s "$root" "$BUILD_ROOT"; fi
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader | tee $OUT/gpu.txt
 T0=$SECONDS
 A="--configs benchmark/models/configs --metrics decode,decode_steady --reps 3 --path fused"

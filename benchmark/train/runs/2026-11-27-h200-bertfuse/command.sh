@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The run of this folder, on the GPU machine (no Rust there): from the repo root, with the
 # prebuilt binaries in $G/bin (train-bench of this branch, train-bench-base of main c366847), the
-# staged GPU tests in $G/tests-core and $G/tests-models (see /work/shared/tools/gpu-stage) and
-# ncu_sum.py. Writes everything to $OUT.
+# staged GPU tests in $G/tests-core and $G/tests-models (each a bin/ folder of gzipped test binaries
+# with a manifest, as scripts/gpu/pass.sh stages them) and ncu_sum.py of runs/2026-11-27-h200-amp-linear. Writes everything to $OUT.
 set -u
 G=${G:-.gpu-bertfuse}
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
@@ -30,7 +30,7 @@ for impl in new base; do
   bin=$G/bin/train-bench; [ $impl = base ] && bin=$G/bin/train-bench-base
   timeout 70 ncu --clock-control none --csv --metrics gpu__time_duration.sum $bin --device cuda --cases bert --dtypes bfloat16 --graph on --warmup 1 --steps 1 > "$OUT/ncu-$impl.csv" 2> "$OUT/ncu-$impl.err"
   el "ncu $impl rc=$?"
-  python3 "$G/ncu_sum.py" "$OUT/ncu-$impl.csv" > "$OUT/ncu-summary-$impl.txt" 2>&1; head -24 "$OUT/ncu-summary-$impl.txt"
+  python3 benchmark/train/runs/2026-11-27-h200-amp-linear/ncu_sum.py "$OUT/ncu-$impl.csv" > "$OUT/ncu-summary-$impl.txt" 2>&1; head -24 "$OUT/ncu-summary-$impl.txt"
   gzip -9 "$OUT/ncu-$impl.csv"
 done
 # 4. PyTorch eager, same BERT case (float32 and bf16 autocast)
