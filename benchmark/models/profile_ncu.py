@@ -17,7 +17,7 @@ import csv
 import json
 import re
 
-SCALE = {"nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0, "byte": 1.0, "Kbyte": 1e3,
+SCALE = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, "nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0, "byte": 1.0, "Kbyte": 1e3,
          "Mbyte": 1e6, "Gbyte": 1e9, "KB": 1e3, "MB": 1e6, "GB": 1e9}
 
 
@@ -39,6 +39,11 @@ def load(path):
 
 
 def short(name):
+    m = re.match(r"sm\d+_xmma_gemm_(\w+?)_(tn|nt|nn|tt)_n_tilesize(\w+?)_.*?execute_(split_k_)?kernel", name)
+    if m:
+        # cuBLAS's xmma GEMMs: `execute_kernel` computes K slices (grid z) into a workspace,
+        # `execute_split_k_kernel` sums the slices (its bytes are slices x M x N x 4)
+        return f"cuBLAS sgemm {m.group(3)} " + ("split-K sum" if m.group(4) else "(z = K slices)")
     n = re.sub(r"^void ", "", name)
     n = n.split("(")[0]
     return n if len(n) <= 56 else n[:53] + "..."
@@ -48,7 +53,7 @@ def kind(name):
     n = name.lower()
     if re.search(r"gemm|cutlass|xmma|sgemm|cublas|gemv|sm90_", n) and not n.startswith("fused_"):
         return "cuBLAS GEMM"
-    if re.search(r"attn|attention|flash", n):
+    if re.search(r"attn|attention|flash|fa32_", n):
         return "attention"
     if n.startswith("fused_gemv"):
         return "fused GEMV"
