@@ -156,19 +156,19 @@ impl Tensor {
     /// `F.threshold(x, threshold, value)`: `value` where `x <= threshold`, else `x`.
     pub fn threshold(&self, threshold: f64, value: f64) -> Result<Tensor> {
         let (ti, vi) = (threshold, value as i64);
-        let (tf, vf) = (lit(threshold), lit(value));
+        let (td, vf) = (format!("((double)({threshold:e}))"), lit(value));
         let cuda = if self.dtype().is_bool() {
             None
         } else {
             // integers compare in double, as the CPU path does
-            let (td, vii) = (format!("((double)({threshold:e}))"), ilit(vi));
-            cx::unary("threshold", self, Out::Keep, &format!("x <= {tf} ? {vf} : x"), Some(&format!("(double)x <= {td} ? {vii} : x")), None)?
+            let vii = ilit(vi);
+            cx::unary("threshold", self, Out::Keep, &format!("(double)x <= {td} ? {vf} : x"), Some(&format!("(double)x <= {td} ? {vii} : x")), None)?
         };
         let out = match cuda {
             Some(o) => o,
             None => map_keep("threshold", self, move |v| if v <= threshold { value } else { v }, move |v| if (v as f64) <= ti { vi } else { v })?,
         };
-        let gexpr = format!("x > {tf} ? y : (C)0");
+        let gexpr = format!("(double)x > {td} ? y : (C)0");
         record_unary("threshold", self, &out, move |x, _, g| {
             if let Some(d) = cx::grad("threshold_backward", x, g, &gexpr)? {
                 return Ok(d);
@@ -288,12 +288,13 @@ impl Tensor {
     }
     /// `F.hardshrink(x, lambd)`: 0 inside `[-lambd, lambd]`, else `x`.
     pub fn hardshrink(&self, lambd: f64) -> Result<Tensor> {
-        let (lf, nlf) = (lit(lambd), lit(-lambd));
-        let out = match cx::unary("hardshrink", self, Out::Float, &format!("x >= {nlf} && x <= {lf} ? (C)0 : x"), None, None)? {
+        // the comparisons in double, as the CPU's f64 ones
+        let ld = format!("((double)({lambd:e}))");
+        let out = match cx::unary("hardshrink", self, Out::Float, &format!("(double)x >= -{ld} && (double)x <= {ld} ? (C)0 : x"), None, None)? {
             Some(o) => o,
             None => map_float("hardshrink", self, move |v| if v >= -lambd && v <= lambd { 0.0 } else { v })?,
         };
-        let gexpr = format!("x >= {nlf} && x <= {lf} ? (C)0 : y");
+        let gexpr = format!("(double)x >= -{ld} && (double)x <= {ld} ? (C)0 : y");
         record_unary("hardshrink", self, &out, move |x, _, g| {
             if let Some(d) = cx::grad("hardshrink_backward", x, g, &gexpr)? {
                 return Ok(d);
@@ -311,12 +312,13 @@ impl Tensor {
         if !(lambd >= 0.0) {
             return Err(Error::value("softshrink", format!("lambda must be in range [0, max_value_of_input_dtype], but found {lambd}")));
         }
-        let (lf, nlf) = (lit(lambd), lit(-lambd));
-        let out = match cx::unary("softshrink", self, Out::Float, &format!("x > {lf} ? x - {lf} : (x < {nlf} ? x + {lf} : (C)0)"), None, None)? {
+        // the comparisons in double, as the CPU's f64 ones
+        let (lf, ld) = (lit(lambd), format!("((double)({lambd:e}))"));
+        let out = match cx::unary("softshrink", self, Out::Float, &format!("(double)x > {ld} ? x - {lf} : ((double)x < -{ld} ? x + {lf} : (C)0)"), None, None)? {
             Some(o) => o,
             None => map_float("softshrink", self, move |v| if v > lambd { v - lambd } else if v < -lambd { v + lambd } else { 0.0 })?,
         };
-        let gexpr = format!("x >= {nlf} && x <= {lf} ? (C)0 : y");
+        let gexpr = format!("(double)x >= -{ld} && (double)x <= {ld} ? (C)0 : y");
         record_unary("softshrink", self, &out, move |x, _, g| {
             if let Some(d) = cx::grad("softshrink_backward", x, g, &gexpr)? {
                 return Ok(d);
@@ -345,7 +347,8 @@ impl Tensor {
             return c.args[0].softplus(beta, threshold);
         }
         let (bf, tf) = (lit(beta), lit(threshold));
-        let fexpr = format!("x * {bf} > {tf} ? x : m_log1p(m_exp(x * {bf})) / {bf}");
+        // the stable form of log(1 + e^z) / beta, as the CPU f32 kernel
+        let fexpr = format!("x * {bf} > {tf} ? x : (m_fmax(x * {bf}, (C)0) + m_log1p(m_exp(-m_fabs(x * {bf})))) / {bf}");
         let out = if let Some(o) = cx::unary("softplus", self, Out::Float, &fexpr, None, None)? {
             o
         } else if f32_cpu(self) {
@@ -548,6 +551,12 @@ impl Tensor {
         }
         if !training {
             return self.leaky_relu((lower + upper) / 2.0);
+        }
+        if self.device().is_cuda() && self.dtype().is_float() {
+            // slopes from the device generator; 1 where x >= 0 (NaN takes a slope, as below)
+            let u = self.zeros_like()?.uniform_(lower, upper)?;
+            let slope = self.ge_scalar(0.0)?.where_(&u.ones_like()?, &u)?;
+            return self.mul(&slope);
         }
         let xs: Vec<f64> = crate::backend::cpu::to_vec(self)?;
         let mut rng = SplitMix::new();
