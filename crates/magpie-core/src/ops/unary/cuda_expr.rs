@@ -3,7 +3,7 @@
 //! forward (and gradient) as a CUDA C expression with its parameters written in as literals.
 
 use crate::tensor::Tensor;
-use crate::{DType, Result};
+use crate::Result;
 
 /// The dtype a CUDA expression kernel writes.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -54,7 +54,8 @@ pub(crate) fn grad(op: &'static str, x: &Tensor, g: &Tensor, float: &str) -> Res
 
 #[cfg(feature = "cuda")]
 mod imp {
-    use super::{DType, Out, Result, Tensor};
+    use super::{Out, Result, Tensor};
+    use crate::DType;
     use crate::backend::cuda::elementwise::{map, supported, Opnd};
     use std::collections::HashSet;
     use std::sync::Mutex;
