@@ -19,7 +19,7 @@ fn values(rng: &mut Rng, n: usize, d: DType, range: f64) -> Vec<f64> {
     const SPECIAL: [f64; 9] = [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 0.0, -0.0, -3.0, 3.0, 0.5, -0.5];
     (0..n)
         .map(|_| {
-            if d.is_float() && rng.next() % 6 == 0 {
+            if d.is_float() && rng.next().is_multiple_of(6) {
                 SPECIAL[(rng.next() % SPECIAL.len() as u64) as usize]
             } else {
                 let v = rng.uniform(-range, range);
@@ -226,7 +226,7 @@ fn double_backward_uses_the_differentiable_rule() {
         let second = |x: &Tensor| -> Tensor {
             let x = x.detach().requires_grad_(true).unwrap();
             let y = f(&x).unwrap().sum().unwrap();
-            let g = magpie_core::autograd::grad(&[y], &[x.clone()], &[], true, true, false).unwrap();
+            let g = magpie_core::autograd::grad(&[y], std::slice::from_ref(&x), &[], true, true, false).unwrap();
             let g0 = g[0].clone().unwrap();
             g0.sum().unwrap().backward().unwrap();
             x.grad().unwrap()

@@ -309,7 +309,7 @@ impl Tensor {
     }
     /// `F.softshrink(x, lambd)`: shrinks toward 0 by `lambd >= 0`.
     pub fn softshrink(&self, lambd: f64) -> Result<Tensor> {
-        if !(lambd >= 0.0) {
+        if lambd.is_nan() || lambd < 0.0 {
             return Err(Error::value("softshrink", format!("lambda must be in range [0, max_value_of_input_dtype], but found {lambd}")));
         }
         // the comparisons in double, as the CPU's f64 ones
@@ -502,7 +502,7 @@ impl Tensor {
         }
         let d = crate::shape::wrap_dim("glu", dim, self.ndim())?;
         let n = self.shape()[d];
-        if n % 2 != 0 {
+        if !n.is_multiple_of(2) {
             return Err(Error::shape("glu", format!("Halving dimension must be even, but dimension {d} is size {n}")));
         }
         let h = (n / 2) as i64;
