@@ -3,6 +3,7 @@
 //! backward rule with tensor ops; `glu`, `prelu`, `softsign`, `tanhshrink` are compositions.
 
 use crate::ops::unary::math::one_minus;
+use crate::ops::unary::cuda_expr::{self as cx, ilit, lit, Out};
 use crate::ops::unary::{map_float, map_keep, record_unary};
 use crate::backend::cpu::activations::{self as act, f32k};
 use crate::backend::cpu::{self, rows};
@@ -93,13 +94,16 @@ fn pass(mask: &Tensor, g: &Tensor) -> Result<Tensor> {
 impl Tensor {
     /// `torch.relu(x)`: `max(x, 0)` (NaN stays NaN); integers keep their dtype.
     pub fn relu(&self) -> Result<Tensor> {
-        if self.device().is_cuda() && self.dtype().is_float() {
-            // no CUDA kernel of its own yet: masked_fill(x <= 0, 0) from the native `where` (NaN stays
-            // NaN, -inf becomes 0; the gradient passes where x > 0 only, 0 at 0 as PyTorch's)
-            return self.masked_fill(&self.le_scalar(0.0)?, 0.0);
-        }
-        let out = map_keep("relu", self, |v| if v > 0.0 || v.is_nan() { v } else { 0.0 }, |v| v.max(0))?;
+        let cuda = if self.dtype().is_bool() { None } else { cx::unary("relu", self, Out::Keep, "x > (C)0 || x != x ? x : (C)0", Some("x > 0 ? x : (i64)0"), None)? };
+        let out = match cuda {
+            Some(o) => o,
+            None => map_keep("relu", self, |v| if v > 0.0 || v.is_nan() { v } else { 0.0 }, |v| v.max(0))?,
+        };
         record_unary("relu", self, &out, |_, y, g| {
+            // the gradient passes where the output is > 0 only (0 at 0, as PyTorch's)
+            if let Some(d) = cx::grad("relu_backward", y, g, "x > (C)0 ? y : (C)0")? {
+                return Ok(d);
+            }
             if act::fast_backward(y, g) {
                 return act_backward!("relu", y, g, relu_bwd);
             }
@@ -114,7 +118,16 @@ impl Tensor {
             return Err(Error::value("hardtanh", "min_val cannot be greater than max_val"));
         }
         let (lo, hi) = (min_val as i64, max_val as i64);
-        let out = if f32_cpu(self) {
+        let (lf, hf) = (lit(min_val), lit(max_val));
+        let cuda = if self.dtype().is_bool() {
+            None
+        } else {
+            let (li, hii) = (ilit(lo), ilit(hi));
+            cx::unary("hardtanh", self, Out::Keep, &format!("x < {lf} ? {lf} : (x > {hf} ? {hf} : x)"), Some(&format!("x < {li} ? {li} : (x > {hii} ? {hii} : x)")), None)?
+        };
+        let out = if let Some(o) = cuda {
+            o
+        } else if f32_cpu(self) {
             act::forward_f32(self, |x, o| f32k::hardtanh_fwd(x, o, min_val as f32, max_val as f32))?
         } else {
             map_keep(
@@ -124,7 +137,11 @@ impl Tensor {
                 move |v| v.max(lo).min(hi),
             )?
         };
+        let gexpr = format!("x > {lf} && x < {hf} ? y : (C)0");
         record_unary("hardtanh", self, &out, move |x, _, g| {
+            if let Some(d) = cx::grad("hardtanh_backward", x, g, &gexpr)? {
+                return Ok(d);
+            }
             if act::fast_backward(x, g) {
                 return act_backward!("hardtanh", x, g, hardtanh_bwd, min_val, max_val);
             }
@@ -139,8 +156,23 @@ impl Tensor {
     /// `F.threshold(x, threshold, value)`: `value` where `x <= threshold`, else `x`.
     pub fn threshold(&self, threshold: f64, value: f64) -> Result<Tensor> {
         let (ti, vi) = (threshold, value as i64);
-        let out = map_keep("threshold", self, move |v| if v <= threshold { value } else { v }, move |v| if (v as f64) <= ti { vi } else { v })?;
+        let (td, vf) = (format!("((double)({threshold:e}))"), lit(value));
+        let cuda = if self.dtype().is_bool() {
+            None
+        } else {
+            // integers compare in double, as the CPU path does
+            let vii = ilit(vi);
+            cx::unary("threshold", self, Out::Keep, &format!("(double)x <= {td} ? {vf} : x"), Some(&format!("(double)x <= {td} ? {vii} : x")), None)?
+        };
+        let out = match cuda {
+            Some(o) => o,
+            None => map_keep("threshold", self, move |v| if v <= threshold { value } else { v }, move |v| if (v as f64) <= ti { vi } else { v })?,
+        };
+        let gexpr = format!("(double)x > {td} ? y : (C)0");
         record_unary("threshold", self, &out, move |x, _, g| {
+            if let Some(d) = cx::grad("threshold_backward", x, g, &gexpr)? {
+                return Ok(d);
+            }
             if act::fast_backward(x, g) {
                 return act_backward!("threshold", x, g, threshold_bwd, threshold);
             }
@@ -151,13 +183,20 @@ impl Tensor {
     /// `F.elu(x, alpha)` with PyTorch's general form `scale * (x if x > 0 else alpha * (exp(x * input_scale) - 1))`
     /// (shared by `selu` and `celu`).
     pub fn elu_full(&self, alpha: f64, scale: f64, input_scale: f64) -> Result<Tensor> {
-        let out = if f32_cpu(self) {
+        let (sf, saf, isf, kf) = (lit(scale), lit(scale * alpha), lit(input_scale), lit(input_scale * alpha * scale));
+        let out = if let Some(o) = cx::unary("elu", self, Out::Float, &format!("x > (C)0 ? {sf} * x : {saf} * m_expm1(x * {isf})"), None, None)? {
+            o
+        } else if f32_cpu(self) {
             let (s, sa, is) = (scale as f32, (scale * alpha) as f32, input_scale as f32);
             act::forward_f32(self, |x, o| f32k::elu_fwd(x, o, s, sa, is))?
         } else {
             map_float("elu", self, move |v| if v > 0.0 { scale * v } else { scale * alpha * (v * input_scale).exp_m1() })?
         };
+        let gexpr = format!("x > (C)0 ? y * {sf} : y * {kf} * m_exp(x * {isf})");
         record_unary("elu", self, &out, move |x, _, g| {
+            if let Some(d) = cx::grad("elu_backward", x, g, &gexpr)? {
+                return Ok(d);
+            }
             if act::fast_backward(x, g) {
                 return act_backward!("elu", x, g, elu_bwd, scale, input_scale, input_scale * alpha * scale);
             }
@@ -184,12 +223,19 @@ impl Tensor {
     }
     /// `F.leaky_relu(x, negative_slope)`.
     pub fn leaky_relu(&self, negative_slope: f64) -> Result<Tensor> {
-        let out = if f32_cpu(self) {
+        let nf = lit(negative_slope);
+        let out = if let Some(o) = cx::unary("leaky_relu", self, Out::Float, &format!("x > (C)0 ? x : x * {nf}"), None, None)? {
+            o
+        } else if f32_cpu(self) {
             act::forward_f32(self, |x, o| f32k::leaky_relu_fwd(x, o, negative_slope))?
         } else {
             map_float("leaky_relu", self, move |v| if v > 0.0 { v } else { v * negative_slope })?
         };
+        let gexpr = format!("x > (C)0 ? y : y * {nf}");
         record_unary("leaky_relu", self, &out, move |x, _, g| {
+            if let Some(d) = cx::grad("leaky_relu_backward", x, g, &gexpr)? {
+                return Ok(d);
+            }
             if act::fast_backward(x, g) {
                 return act_backward!("leaky_relu", x, g, leaky_relu_bwd, negative_slope);
             }
@@ -199,12 +245,18 @@ impl Tensor {
     }
     /// `F.hardswish(x)`: `x * relu6(x + 3) / 6`.
     pub fn hardswish(&self) -> Result<Tensor> {
-        let out = if f32_cpu(self) {
+        // the clamp keeps NaN (both comparisons fail), as the CPU's `clamp`
+        let out = if let Some(o) = cx::unary("hardswish", self, Out::Float, "x * (x + (C)3 < (C)0 ? (C)0 : (x + (C)3 > (C)6 ? (C)6 : x + (C)3)) / (C)6", None, None)? {
+            o
+        } else if f32_cpu(self) {
             act::forward_f32(self, f32k::hardswish_fwd)?
         } else {
             map_float("hardswish", self, |v| v * (v + 3.0).clamp(0.0, 6.0) / 6.0)?
         };
         record_unary("hardswish", self, &out, |x, _, g| {
+            if let Some(d) = cx::grad("hardswish_backward", x, g, "x < (C)-3 ? (C)0 : (x <= (C)3 ? y * (x / (C)3 + (C)0.5) : y)")? {
+                return Ok(d);
+            }
             if act::fast_backward(x, g) {
                 return act_backward!("hardswish", x, g, hardswish_bwd);
             }
@@ -216,12 +268,17 @@ impl Tensor {
     }
     /// `F.hardsigmoid(x)`: `relu6(x + 3) / 6`.
     pub fn hardsigmoid(&self) -> Result<Tensor> {
-        let out = if f32_cpu(self) {
+        let out = if let Some(o) = cx::unary("hardsigmoid", self, Out::Float, "(x + (C)3 < (C)0 ? (C)0 : (x + (C)3 > (C)6 ? (C)6 : x + (C)3)) / (C)6", None, None)? {
+            o
+        } else if f32_cpu(self) {
             act::forward_f32(self, f32k::hardsigmoid_fwd)?
         } else {
             map_float("hardsigmoid", self, |v| (v + 3.0).clamp(0.0, 6.0) / 6.0)?
         };
         record_unary("hardsigmoid", self, &out, |x, _, g| {
+            if let Some(d) = cx::grad("hardsigmoid_backward", x, g, "x > (C)-3 && x < (C)3 ? y * ((C)1 / (C)6) : (C)0")? {
+                return Ok(d);
+            }
             if act::fast_backward(x, g) {
                 return act_backward!("hardsigmoid", x, g, hardsigmoid_bwd);
             }
@@ -231,8 +288,17 @@ impl Tensor {
     }
     /// `F.hardshrink(x, lambd)`: 0 inside `[-lambd, lambd]`, else `x`.
     pub fn hardshrink(&self, lambd: f64) -> Result<Tensor> {
-        let out = map_float("hardshrink", self, move |v| if v >= -lambd && v <= lambd { 0.0 } else { v })?;
+        // the comparisons in double, as the CPU's f64 ones
+        let ld = format!("((double)({lambd:e}))");
+        let out = match cx::unary("hardshrink", self, Out::Float, &format!("(double)x >= -{ld} && (double)x <= {ld} ? (C)0 : x"), None, None)? {
+            Some(o) => o,
+            None => map_float("hardshrink", self, move |v| if v >= -lambd && v <= lambd { 0.0 } else { v })?,
+        };
+        let gexpr = format!("(double)x >= -{ld} && (double)x <= {ld} ? (C)0 : y");
         record_unary("hardshrink", self, &out, move |x, _, g| {
+            if let Some(d) = cx::grad("hardshrink_backward", x, g, &gexpr)? {
+                return Ok(d);
+            }
             if act::fast_backward(x, g) {
                 return act_backward!("hardshrink", x, g, shrink_bwd, lambd);
             }
@@ -243,11 +309,20 @@ impl Tensor {
     }
     /// `F.softshrink(x, lambd)`: shrinks toward 0 by `lambd >= 0`.
     pub fn softshrink(&self, lambd: f64) -> Result<Tensor> {
-        if !(lambd >= 0.0) {
+        if lambd.is_nan() || lambd < 0.0 {
             return Err(Error::value("softshrink", format!("lambda must be in range [0, max_value_of_input_dtype], but found {lambd}")));
         }
-        let out = map_float("softshrink", self, move |v| if v > lambd { v - lambd } else if v < -lambd { v + lambd } else { 0.0 })?;
+        // the comparisons in double, as the CPU's f64 ones
+        let (lf, ld) = (lit(lambd), format!("((double)({lambd:e}))"));
+        let out = match cx::unary("softshrink", self, Out::Float, &format!("(double)x > {ld} ? x - {lf} : ((double)x < -{ld} ? x + {lf} : (C)0)"), None, None)? {
+            Some(o) => o,
+            None => map_float("softshrink", self, move |v| if v > lambd { v - lambd } else if v < -lambd { v + lambd } else { 0.0 })?,
+        };
+        let gexpr = format!("(double)x >= -{ld} && (double)x <= {ld} ? (C)0 : y");
         record_unary("softshrink", self, &out, move |x, _, g| {
+            if let Some(d) = cx::grad("softshrink_backward", x, g, &gexpr)? {
+                return Ok(d);
+            }
             if act::fast_backward(x, g) {
                 return act_backward!("softshrink", x, g, shrink_bwd, lambd);
             }
@@ -271,12 +346,21 @@ impl Tensor {
         if let Some(c) = crate::amp::tensors("softplus", &[self])? {
             return c.args[0].softplus(beta, threshold);
         }
-        let out = if f32_cpu(self) {
+        let (bf, tf) = (lit(beta), lit(threshold));
+        // the stable form of log(1 + e^z) / beta, as the CPU f32 kernel
+        let fexpr = format!("x * {bf} > {tf} ? x : (m_fmax(x * {bf}, (C)0) + m_log1p(m_exp(-m_fabs(x * {bf})))) / {bf}");
+        let out = if let Some(o) = cx::unary("softplus", self, Out::Float, &fexpr, None, None)? {
+            o
+        } else if f32_cpu(self) {
             act::forward_f32(self, |x, o| f32k::softplus_fwd(x, o, beta as f32, threshold as f32))?
         } else {
             map_float("softplus", self, move |v| if v * beta > threshold { v } else { (v * beta).exp().ln_1p() / beta })?
         };
+        let gexpr = format!("x * {bf} > {tf} ? y : y / ((C)1 + m_exp(-(x * {bf})))");
         record_unary("softplus", self, &out, move |x, _, g| {
+            if let Some(d) = cx::grad("softplus_backward", x, g, &gexpr)? {
+                return Ok(d);
+            }
             if act::fast_backward(x, g) {
                 return act_backward!("softplus", x, g, softplus_bwd, beta, threshold);
             }
@@ -309,12 +393,19 @@ impl Tensor {
     }
     /// `F.mish(x)`: `x * tanh(softplus(x))`.
     pub fn mish(&self) -> Result<Tensor> {
-        let out = if f32_cpu(self) {
+        let out = if let Some(o) = cx::unary("mish", self, Out::Float, &format!("x * m_tanh({MISH_SP})"), None, None)? {
+            o
+        } else if f32_cpu(self) {
             act::forward_f32(self, f32k::mish_fwd)?
         } else {
             map_float("mish", self, |v| v * softplus1(v).tanh())?
         };
         record_unary("mish", self, &out, |x, _, g| {
+            let t = format!("m_tanh({MISH_SP})");
+            let gexpr = format!("y * ({t} + x / ((C)1 + m_exp(-x)) * ((C)1 - {t} * {t}))");
+            if let Some(d) = cx::grad("mish_backward", x, g, &gexpr)? {
+                return Ok(d);
+            }
             if act::fast_backward(x, g) {
                 return act_backward!("mish", x, g, mish_bwd);
             }
@@ -386,12 +477,17 @@ impl Tensor {
     }
     /// `F.logsigmoid(x)`: `log(sigmoid(x))`, stable for large |x|.
     pub fn logsigmoid(&self) -> Result<Tensor> {
-        let out = if f32_cpu(self) {
+        let out = if let Some(o) = cx::unary("logsigmoid", self, Out::Float, "(x < (C)0 ? x : (C)0) - m_log1p(m_exp(-m_fabs(x)))", None, None)? {
+            o
+        } else if f32_cpu(self) {
             act::forward_f32(self, f32k::logsigmoid_fwd)?
         } else {
             map_float("logsigmoid", self, |v| v.min(0.0) - (-v.abs()).exp().ln_1p())?
         };
         record_unary("logsigmoid", self, &out, |x, _, g| {
+            if let Some(d) = cx::grad("logsigmoid_backward", x, g, "y / ((C)1 + m_exp(x))")? {
+                return Ok(d);
+            }
             if act::fast_backward(x, g) {
                 return act_backward!("logsigmoid", x, g, logsigmoid_bwd);
             }
@@ -406,7 +502,7 @@ impl Tensor {
         }
         let d = crate::shape::wrap_dim("glu", dim, self.ndim())?;
         let n = self.shape()[d];
-        if n % 2 != 0 {
+        if !n.is_multiple_of(2) {
             return Err(Error::shape("glu", format!("Halving dimension must be even, but dimension {d} is size {n}")));
         }
         let h = (n / 2) as i64;
@@ -456,6 +552,12 @@ impl Tensor {
         if !training {
             return self.leaky_relu((lower + upper) / 2.0);
         }
+        if self.device().is_cuda() && self.dtype().is_float() {
+            // slopes from the device generator; 1 where x >= 0 (NaN takes a slope, as below)
+            let u = self.zeros_like()?.uniform_(lower, upper)?;
+            let slope = self.ge_scalar(0.0)?.where_(&u.ones_like()?, &u)?;
+            return self.mul(&slope);
+        }
         let xs: Vec<f64> = crate::backend::cpu::to_vec(self)?;
         let mut rng = SplitMix::new();
         let noise: Vec<f64> = xs.iter().map(|&v| if v >= 0.0 { 1.0 } else { lower + (upper - lower) * rng.next_f64() }).collect();
@@ -463,6 +565,9 @@ impl Tensor {
         self.mul(&noise)
     }
 }
+
+/// `log(1 + exp(x))` with PyTorch's default threshold of 20, as a CUDA expression of `x`.
+const MISH_SP: &str = "(x > (C)20 ? x : m_log1p(m_exp(x)))";
 
 /// `log(1 + exp(x))` with PyTorch's default threshold of 20.
 fn softplus1(v: f64) -> f64 {

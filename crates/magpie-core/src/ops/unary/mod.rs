@@ -7,6 +7,7 @@
 //! with a closure and record their backward with [`record_unary`].
 
 pub mod complex_parts;
+pub(crate) mod cuda_expr;
 pub mod inplace;
 pub mod math;
 pub mod predicates;

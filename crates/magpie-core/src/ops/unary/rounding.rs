@@ -2,6 +2,7 @@
 //! (with `decimals`), `trunc`/`fix`, `frac`, `positive`, `nan_to_num`, `bitwise_not`.
 //! Integer inputs keep their dtype where PyTorch keeps it.
 
+use super::cuda_expr as cx;
 use super::{not_implemented, record_unary, unary, unary_methods, unary_spec, IntMode};
 use crate::backend::cpu;
 use crate::dtype::DType;
@@ -112,6 +113,12 @@ impl Tensor {
         }
         let (lo, hi) = finite_range(d);
         let (n, p, m) = (nan.unwrap_or(0.0), posinf.unwrap_or(hi), neginf.unwrap_or(lo));
+        let (nf, pf, mf) = (cx::lit(n), cx::lit(p), cx::lit(m));
+        let fexpr = format!("x != x ? {nf} : (x - x == (C)0 ? x : (x > (C)0 ? {pf} : {mf}))");
+        if let Some(out) = cx::unary("nan_to_num", self, cx::Out::Float, &fexpr, None, None)? {
+            record_unary("nan_to_num", self, &out, nan_to_num_grad);
+            return Ok(out);
+        }
         let f = move |v: f64| {
             if v.is_nan() {
                 n
@@ -127,15 +134,17 @@ impl Tensor {
             DType::F64 => cpu::map_unary::<f64, f64>(self, f)?,
             _ => cpu::map_unary::<f32, f32>(self, |v| f(v as f64) as f32)?.to_dtype(d)?,
         };
-        record_unary("nan_to_num", self, &out, |x, _, g| {
-            let fin = x.isfinite()?;
-            fin.where_(g, &g.zeros_like()?)
-        });
+        record_unary("nan_to_num", self, &out, nan_to_num_grad);
         Ok(out)
     }
     /// `torch.bitwise_not(x)` (`~x`): bitwise complement of integers, logical not of bools.
     pub fn bitwise_not(&self) -> Result<Tensor> {
         let d = self.dtype();
+        if d.is_int() || d.is_bool() {
+            if let Some(o) = cx::unary("bitwise_not", self, cx::Out::Keep, "x", Some("~x"), Some("!x"))? {
+                return Ok(o);
+            }
+        }
         if d.is_bool() {
             return cpu::map_unary::<bool, bool>(self, |v| !v);
         }
@@ -144,6 +153,14 @@ impl Tensor {
         }
         cpu::map_unary::<i64, i64>(self, |v| !v)?.to_dtype(d)
     }
+}
+
+/// `nan_to_num`'s gradient: `g` where `x` is finite, else 0.
+fn nan_to_num_grad(x: &Tensor, _: &Tensor, g: &Tensor) -> Result<Tensor> {
+    if let Some(d) = cx::grad("nan_to_num_backward", x, g, "x - x == (C)0 ? y : (C)0")? {
+        return Ok(d);
+    }
+    x.isfinite()?.where_(g, &g.zeros_like()?)
 }
 
 /// The lowest and largest finite values of a float dtype.
