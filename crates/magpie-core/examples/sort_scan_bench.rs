@@ -6,36 +6,14 @@
 //!
 //!     cargo run --release -p magpie-core --example sort_scan_bench
 
-use cudarc::driver::{result as cu, sys};
-use magpie_core::backend::cuda::device::{device, CudaDevice};
-use magpie_core::{Device, Error, Result, Tensor};
+#[path = "support/cuda_time.rs"]
+mod cuda_time;
+
+use cuda_time::time;
+use magpie_core::backend::cuda::device::device;
+use magpie_core::{Device, Result, Tensor};
 
 const GPU: Device = Device::Cuda(0);
-
-fn drv(e: impl std::fmt::Debug) -> Error {
-    Error::device("bench", format!("{e:?}"))
-}
-
-/// Milliseconds per call of `f`, from CUDA events around `iters` calls after a warm-up.
-fn time(dev: &CudaDevice, iters: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
-    for _ in 0..3 {
-        f()?;
-    }
-    let (a, b) = (cu::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map_err(drv)?, cu::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map_err(drv)?);
-    // SAFETY: live events recorded on the device's live stream, read after synchronizing.
-    unsafe { cu::event::record(a, dev.cu_stream()) }.map_err(drv)?;
-    for _ in 0..iters {
-        f()?;
-    }
-    unsafe { cu::event::record(b, dev.cu_stream()) }.map_err(drv)?;
-    unsafe { cu::event::synchronize(b) }.map_err(drv)?;
-    let ms = unsafe { cu::event::elapsed(a, b) }.map_err(drv)? as f64 / iters as f64;
-    unsafe {
-        cu::event::destroy(a).ok();
-        cu::event::destroy(b).ok();
-    }
-    Ok(ms)
-}
 
 fn main() -> Result<()> {
     if !magpie_core::backend::cuda::is_available() {
