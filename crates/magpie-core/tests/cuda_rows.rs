@@ -115,7 +115,7 @@ fn interpolate_matches_cpu() {
     ];
     for dt in FLOATS {
         for (mode, align, shape, size) in &cases {
-            let f = |x: &Tensor| interpolate(x, Some(size), None, mode, *align, None, false).unwrap();
+            let f = |x: &Tensor| interpolate(x, Some(size.as_slice()), None, mode, *align, None, false).unwrap();
             check(&format!("interpolate {mode} align={align:?} {shape:?}"), dev, &mut rng, dt, shape, &f);
         }
     }

@@ -7,6 +7,8 @@ typedef Ty<T>::acc A;
 
 __device__ __forceinline__ float rows_madd(float acc, float w, float x) { return __fadd_rn(acc, __fmul_rn(w, x)); }
 __device__ __forceinline__ double rows_madd(double acc, double w, double x) { return __dadd_rn(acc, __dmul_rn(w, x)); }
+// Integer modules compile the tap kernel too (it is only launched for floats).
+__device__ __forceinline__ i64 rows_madd(i64 acc, i64 w, i64 x) { return (i64)((u64)acc + (u64)w * (u64)x); }
 __device__ __forceinline__ float rows_add(float a, float b) { return __fadd_rn(a, b); }
 __device__ __forceinline__ double rows_add(double a, double b) { return __dadd_rn(a, b); }
 // Integers wrap as the CPU path's wrapping_add.
