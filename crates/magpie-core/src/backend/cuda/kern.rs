@@ -48,6 +48,8 @@ pub enum KFile {
     Sort,
     /// Scans along a dim (`scan.rs`).
     Scan,
+    /// Fixed-index row gathers, scatter-adds and tap maps (`rows.rs`).
+    Rows,
 }
 
 impl KFile {
@@ -70,6 +72,7 @@ impl KFile {
             KFile::GemmPad => "gemm_pad",
             KFile::Sort => "sort",
             KFile::Scan => "scan",
+            KFile::Rows => "rows",
         }
     }
     fn body(self) -> &'static str {
@@ -91,6 +94,7 @@ impl KFile {
             KFile::GemmPad => include_str!("kernels/gemm_pad.cu"),
             KFile::Sort => include_str!("kernels/sort.cu"),
             KFile::Scan => include_str!("kernels/scan.cu"),
+            KFile::Rows => include_str!("kernels/rows.cu"),
         }
     }
 }

@@ -59,6 +59,7 @@ pub mod quant;
 pub mod reduce;
 #[cfg(feature = "cuda")]
 pub mod rng;
+pub mod rows;
 #[cfg(feature = "cuda")]
 pub mod scan;
 #[cfg(feature = "cuda")]

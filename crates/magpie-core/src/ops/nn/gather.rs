@@ -22,6 +22,15 @@ pub(crate) fn take_rows(x: &Tensor, ix: Arc<RowIdx>, out_shape: &[usize]) -> Res
     if x.numel() != ix.rows * ix.n_src || crate::shape::numel(out_shape) != ix.rows * ix.per_row {
         return Err(Error::shape("gather", format!("tensor {:?} does not fit {} rows of {}", x.shape(), ix.rows, ix.n_src)));
     }
+    let native = crate::backend::cuda::rows::take_rows(x, ix.per_row, ix.n_src, &ix.idx, out_shape)?;
+    let out = if let Some(o) = native { o } else { take_rows_host(x, &ix, out_shape)? };
+    let (ix2, in_shape) = (ix.clone(), x.shape().to_vec());
+    autograd::record("Gather", &[x], &[out.clone()], move |_, g| Ok(vec![Some(put_rows(&g[0], ix2.clone(), &in_shape, false)?)]));
+    Ok(out)
+}
+
+/// [`take_rows`] on the host (CPU tensors, and the fallback for dtypes without a CUDA kernel).
+fn take_rows_host(x: &Tensor, ix: &RowIdx, out_shape: &[usize]) -> Result<Tensor> {
     let out = crate::with_dtype!(x.dtype(), T, {
         let v: Vec<T> = x.to_vec()?;
         let mut o = Vec::with_capacity(ix.idx.len());
@@ -31,10 +40,7 @@ pub(crate) fn take_rows(x: &Tensor, ix: Arc<RowIdx>, out_shape: &[usize]) -> Res
         }
         Tensor::from_vec(o, out_shape)?
     });
-    let out = crate::backend::cuda::host_result("host:take_rows", out, x.device())?;
-    let (ix2, in_shape) = (ix.clone(), x.shape().to_vec());
-    autograd::record("Gather", &[x], &[out.clone()], move |_, g| Ok(vec![Some(put_rows(&g[0], ix2.clone(), &in_shape, false)?)]));
-    Ok(out)
+    crate::backend::cuda::host_result("host:take_rows", out, x.device())
 }
 
 /// `out[r, idx[r, j]] += g[r, j]` into zeros of `out_shape` (`[rows, n_src]` elements); with
@@ -43,6 +49,15 @@ pub(crate) fn put_rows(g: &Tensor, ix: Arc<RowIdx>, out_shape: &[usize], assign:
     if g.numel() != ix.rows * ix.per_row || crate::shape::numel(out_shape) != ix.rows * ix.n_src {
         return Err(Error::shape("scatter_add", format!("tensor {:?} does not fit {} rows of {}", g.shape(), ix.rows, ix.per_row)));
     }
+    let native = crate::backend::cuda::rows::put_rows(g, ix.rows, ix.per_row, ix.n_src, &ix.idx, out_shape, assign)?;
+    let out = if let Some(o) = native { o } else { put_rows_host(g, &ix, out_shape, assign)? };
+    let (ix2, g_shape) = (ix.clone(), g.shape().to_vec());
+    autograd::record("ScatterAdd", &[g], &[out.clone()], move |_, gg| Ok(vec![Some(take_rows(&gg[0], ix2.clone(), &g_shape)?)]));
+    Ok(out)
+}
+
+/// [`put_rows`] on the host (CPU tensors, and the fallback for dtypes without a CUDA kernel).
+fn put_rows_host(g: &Tensor, ix: &RowIdx, out_shape: &[usize], assign: bool) -> Result<Tensor> {
     let out = if g.dtype().is_float() {
         with_real!(g.dtype(), R, {
             let v = real_vec::<R>(g)?;
@@ -71,8 +86,5 @@ pub(crate) fn put_rows(g: &Tensor, ix: Arc<RowIdx>, out_shape: &[usize], assign:
         let _ng = autograd::no_grad();
         Tensor::from_vec(o, out_shape)?.to_dtype(g.dtype())?
     };
-    let out = crate::backend::cuda::host_result("host:put_rows", out, g.device())?;
-    let (ix2, g_shape) = (ix.clone(), g.shape().to_vec());
-    autograd::record("ScatterAdd", &[g], &[out.clone()], move |_, gg| Ok(vec![Some(take_rows(&gg[0], ix2.clone(), &g_shape)?)]));
-    Ok(out)
+    crate::backend::cuda::host_result("host:put_rows", out, g.device())
 }

@@ -101,11 +101,16 @@ pub(crate) fn apply_taps(x: &Tensor, dim: usize, taps: Arc<Taps>) -> Result<Tens
     let inner: usize = x.shape()[dim + 1..].iter().product();
     let mut shape = x.shape().to_vec();
     shape[dim] = taps.n_out();
-    let out = with_real!(x.dtype(), R, {
-        let v = real_vec::<R>(x)?;
-        from_real(kernel::<R>(&v, outer, inner, &taps), &shape, x.dtype())?
-    });
-    let out = crate::backend::cuda::host_result("host:apply_taps", out, x.device())?;
+    let out = match crate::backend::cuda::rows::apply_taps(x, taps.n_in, inner, &taps.ptr, &taps.idx, &taps.w, &shape)? {
+        Some(o) => o,
+        None => {
+            let out = with_real!(x.dtype(), R, {
+                let v = real_vec::<R>(x)?;
+                from_real(kernel::<R>(&v, outer, inner, &taps), &shape, x.dtype())?
+            });
+            crate::backend::cuda::host_result("host:apply_taps", out, x.device())?
+        }
+    };
     let t2 = taps.clone();
     autograd::record("Resample", &[x], &[out.clone()], move |_, g| {
         Ok(vec![Some(apply_taps(&g[0], dim, Arc::new(t2.transpose()))?)])
