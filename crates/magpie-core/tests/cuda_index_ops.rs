@@ -185,8 +185,8 @@ fn index_ops_match_cpu_without_fallback() {
             }
             both(dev, &w, "count_nonzero", vec![ten(x.clone()), Value::List(vec![i(0), i(2)])], vec![], 0.0, 0.0);
             // binary search in a sorted 1-d sequence and in sorted rows (ties, both sides)
-            let flat = x.reshape(&[-1]).unwrap().sort(0, false).unwrap().0;
-            let rows = x.reshape(&[sh[0] as i64, -1]).unwrap().sort(1, false).unwrap().0;
+            let flat = x.reshape(&[x.numel() as i64]).unwrap().sort(0, false).unwrap().0;
+            let rows = x.reshape(&[sh[0] as i64, (sh[1] * sh[2]) as i64]).unwrap().sort(1, false).unwrap().0;
             let probe = vals(&mut rng, &[sh[0], 4], dt);
             for right in [false, true] {
                 both(dev, &w, "searchsorted", vec![ten(flat.clone()), ten(x.clone())], vec![("right", b(right))], 0.0, 0.0);
