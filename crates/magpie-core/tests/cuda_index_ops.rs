@@ -34,15 +34,37 @@ fn both(dev: Device, what: &str, op: &str, args: Vec<Value>, kw: Vec<(&str, Valu
     let got = call(op, args.iter().map(|v| on(v, dev)).collect(), kw_g);
     match (want, got) {
         (Ok(w), Ok(g)) => {
-            compare(&format!("{what} [{op}]"), &g, &w, dev, rtol, atol);
+            let name = format!("{what} [{op}]");
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| compare(&name, &g, &w, dev, rtol, atol)));
+            if let Err(e) = r {
+                let msg = e.downcast_ref::<String>().cloned().or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
+                fail(format!("{name}: {msg}"));
+            }
             true
         }
         (Err(w), Err(g)) => {
-            assert_eq!(g.to_string(), w.to_string(), "{what} [{op}]: error messages differ");
+            if g.to_string() != w.to_string() {
+                fail(format!("{what} [{op}]: error messages differ: cpu {w} vs cuda {g}"));
+            }
             false
         }
-        (w, g) => panic!("{what} [{op}]: cpu {:?} vs cuda {:?}", w.map(|_| ()), g.map(|_| ())),
+        (w, g) => {
+            fail(format!("{what} [{op}]: cpu {:?} vs cuda {:?}", w.map(|_| ()), g.map(|_| ())));
+            false
+        }
     }
+}
+
+/// Mismatches found so far (each test asserts its own at the end, so one run lists them all).
+static FAILS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+fn fail(msg: String) {
+    FAILS.lock().unwrap_or_else(|e| e.into_inner()).push(msg);
+}
+
+fn assert_no_mismatch() {
+    let f = std::mem::take(&mut *FAILS.lock().unwrap_or_else(|e| e.into_inner()));
+    assert!(f.is_empty(), "{} mismatches:\n{}", f.len(), f.iter().take(60).cloned().collect::<Vec<_>>().join("\n"));
 }
 
 fn compare(what: &str, got: &Value, want: &Value, dev: Device, rtol: f64, atol: f64) {
@@ -216,6 +238,7 @@ fn index_ops_match_cpu_without_fallback() {
     }
     both(dev, "nan", "scatter_reduce", vec![ten(nan.clone()), i(0), ten(idx(&mut rng, &[5], 0, 5)), ten(nan2.clone()), s("amax")], vec![], 0.0, 0.0);
     both(dev, "nan", "scatter_reduce", vec![ten(nan.clone()), i(0), ten(idx(&mut rng, &[5], 0, 5)), ten(nan2), s("amin")], vec![], 0.0, 0.0);
+    assert_no_mismatch();
     let counts = cuda::fallback_counts();
     for op in NATIVE {
         let c = counts.iter().find(|(o, _, _)| o == op);
@@ -249,6 +272,7 @@ fn large_scatters_and_indexing_match_cpu() {
     let run = || call("index_put", vec![ten(z.clone()), Value::List(vec![ten(ii.clone())]), ten(v.clone()), Value::Bool(true)], vec![]).unwrap().into_tensor().unwrap().to_vec::<f32>().unwrap();
     let (a, c) = (run(), run());
     assert_eq!(a.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), c.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), "index_put accumulate is not deterministic");
+    assert_no_mismatch();
 }
 
 #[test]
@@ -264,6 +288,7 @@ fn out_of_range_indices_are_index_errors() {
         let ok = both(dev, "out of range", op, args, vec![], 0.0, 0.0);
         assert!(!ok, "{op} accepted an out-of-range index");
     }
+    assert_no_mismatch();
     // the device is still usable after the error
     let y = x.to_device(dev).unwrap().add_scalar(1).unwrap();
     assert_eq!(y.to_vec::<i64>().unwrap()[11], 12);
