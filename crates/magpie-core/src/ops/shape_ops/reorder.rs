@@ -65,7 +65,7 @@ impl Tensor {
                 if moved { y } else { self.detach().copy()? }
             };
             let dv = dims.to_vec();
-            autograd::record("Flip", &[self], &[out.clone()], move |_, g| Ok(vec![Some(g[0].flip(&dv)?)]));
+            autograd::record("Flip", &[self], std::slice::from_ref(&out), move |_, g| Ok(vec![Some(g[0].flip(&dv)?)]));
             return Ok(out);
         }
         let l = self.layout();
