@@ -125,6 +125,12 @@ fn check_scatter_shapes(op: &str, x: &Tensor, dim: usize, idx: &Tensor, src: Opt
 impl Tensor {
     /// `torch.nonzero(x)`: the coordinates of nonzero elements, `[n, ndim]` int64.
     pub fn nonzero(&self) -> Result<Tensor> {
+        #[cfg(feature = "cuda")]
+        if self.device().is_cuda() {
+            if let Some(out) = crate::backend::cuda::adv_index::nonzero(self)? {
+                return Ok(out);
+            }
+        }
         let v: Vec<bool> = cpu::to_vec(self)?;
         let nd = self.ndim();
         let shape = self.shape().to_vec();
@@ -158,6 +164,15 @@ impl Tensor {
         }
         let nz = self.nonzero()?;
         let nd = self.ndim();
+        if nz.device().is_cuda() {
+            // cut or padded on the device (the count was read back by nonzero)
+            let (n, s) = (nz.shape()[0], size as usize);
+            if n >= s {
+                return nz.narrow(0, 0, size)?.contiguous();
+            }
+            let pad = Tensor::full_on(&[s - n, nd], fill_value, DType::I64, nz.device())?;
+            return crate::ops::shape_ops::cat(&[nz, pad], 0);
+        }
         let mut v: Vec<i64> = cpu::to_vec(&nz)?;
         v.resize(size as usize * nd, fill_value);
         Tensor::from_vec(v, &[size as usize, nd])
@@ -500,7 +515,11 @@ impl Tensor {
         let xb = self.broadcast_to(&shape)?;
         let mb = mask.broadcast_to(&shape)?;
         let (x1, m1) = if shape.is_empty() { (xb.reshape(&[1])?, mb.reshape(&[1])?) } else { (xb, mb) };
-        let n: usize = cpu::to_vec::<bool>(&m1)?.iter().filter(|&&b| b).count();
+        let n: usize = if m1.device().is_cuda() {
+            m1.to_dtype(DType::I64)?.sum()?.item()?.to_i64().max(0) as usize
+        } else {
+            cpu::to_vec::<bool>(&m1)?.iter().filter(|&&b| b).count()
+        };
         if src.numel() < n {
             return Err(Error::value(op, format!("masked_scatter: expected source to have at least {n} elements (the number of ones in mask), got {}", src.numel())));
         }

@@ -74,6 +74,10 @@ struct Plan {
     adjacent: bool,
     /// Position of the first indexed dim.
     first: usize,
+    /// For CUDA tensors: `base` and `rest` as int64 device tensors (`base` is then left empty:
+    /// the index values stay on the device).
+    #[cfg(feature = "cuda")]
+    dev: Option<(Tensor, Tensor)>,
 }
 
 /// Expands bool / uint8 masks into integer index tensors (one per mask dim) and checks dtypes.
@@ -123,7 +127,6 @@ fn expand_masks(op: &str, x: &Tensor, idx: &[Option<Tensor>]) -> Result<Vec<Opti
 }
 
 fn plan(op: &str, x: &Tensor, idx: &[Option<Tensor>]) -> Result<Plan> {
-    let nd = x.ndim();
     let dims: Vec<usize> = (0..idx.len()).filter(|&d| idx[d].is_some()).collect();
     if dims.is_empty() {
         return Err(Error::index(op, "at least one index tensor is required"));
@@ -133,6 +136,25 @@ fn plan(op: &str, x: &Tensor, idx: &[Option<Tensor>]) -> Result<Plan> {
         .map_err(|_| Error::index(op, format!("shape mismatch: indexing tensors could not be broadcast together with shapes {shapes:?}")))?;
     let n: usize = bshape.iter().product();
     let l = x.layout();
+    #[cfg(feature = "cuda")]
+    if let crate::Device::Cuda(ord) = x.device() {
+        use crate::backend::cuda::adv_index as adv;
+        if adv::supported(x.dtype()) {
+            let mut ds = Vec::with_capacity(dims.len());
+            for &d in &dims {
+                let t = idx[d].as_ref().ok_or_else(|| Error::index(op, "missing index"))?;
+                let tb = {
+                    let _ng = autograd::no_grad();
+                    t.to_device(x.device())?.broadcast_to(&bshape)?.to_dtype(DType::I64)?.contiguous()?
+                };
+                ds.push(adv::IndexDim { dim: d, idx: tb, size: l.shape[d], stride: l.strides[d] });
+            }
+            let base = adv::base_offsets(op, ord, l.offset, n, &ds)?;
+            let (rest_shape, rest, adjacent) = rest_part(x, &dims);
+            let rest_t = adv::rest_offsets(ord, &rest)?;
+            return Ok(Plan { bshape, rest_shape, base: Vec::new(), rest, adjacent, first: dims[0], dev: Some((base, rest_t)) });
+        }
+    }
     let mut base = vec![l.offset; n];
     for &d in &dims {
         let t = idx[d].as_ref().ok_or_else(|| Error::index(op, "missing index"))?;
@@ -151,14 +173,31 @@ fn plan(op: &str, x: &Tensor, idx: &[Option<Tensor>]) -> Result<Plan> {
             *b += w * stride;
         }
     }
-    let rest_dims: Vec<usize> = (0..nd).filter(|d| !dims.contains(d)).collect();
+    let (rest_shape, rest, adjacent) = rest_part(x, &dims);
+    Ok(Plan {
+        bshape,
+        rest_shape,
+        base,
+        rest,
+        adjacent,
+        first: dims[0],
+        #[cfg(feature = "cuda")]
+        dev: None,
+    })
+}
+
+/// The shape and storage offsets of the dims of `x` that are not indexed, and whether the
+/// indexed `dims` are adjacent.
+fn rest_part(x: &Tensor, dims: &[usize]) -> (Vec<usize>, Vec<usize>, bool) {
+    let l = x.layout();
+    let rest_dims: Vec<usize> = (0..x.ndim()).filter(|d| !dims.contains(d)).collect();
     let rest_layout = Layout {
         shape: rest_dims.iter().map(|&d| l.shape[d]).collect(),
         strides: rest_dims.iter().map(|&d| l.strides[d]).collect(),
         offset: 0,
     };
     let adjacent = dims.windows(2).all(|w| w[1] == w[0] + 1);
-    Ok(Plan { bshape, rest_shape: rest_layout.shape.clone(), base, rest: layout_indices(&rest_layout), adjacent, first: dims[0] })
+    (rest_layout.shape.clone(), layout_indices(&rest_layout), adjacent)
 }
 
 /// The public result shape of `x[idx]` given a plan (index dims in place if adjacent, else first).
@@ -198,6 +237,10 @@ fn gather_front(x: &Tensor, p: &Plan) -> Result<Tensor> {
     let mut shape = p.bshape.clone();
     shape.extend_from_slice(&p.rest_shape);
     let rn = p.rest.len();
+    #[cfg(feature = "cuda")]
+    if let Some((base, rest)) = &p.dev {
+        return crate::backend::cuda::adv_index::gather("index", x, base, rest, &shape);
+    }
     crate::with_dtype!(x.dtype(), T, {
         let v: Vec<T> = crate::ops::convert::with_cpu(x, |c| -> Result<Vec<T>> {
             let src = T::slice(c).ok_or_else(|| Error::dtype("index", "storage dtype mismatch"))?;
@@ -273,6 +316,20 @@ fn divide<T: Element>(a: T, n: usize) -> T {
 /// left out of the reduction. Not recorded by autograd.
 fn scatter_front(dst: &Tensor, p: &Plan, values: &Tensor, mode: Reduce, include_self: bool) -> Result<()> {
     let rn = p.rest.len();
+    #[cfg(feature = "cuda")]
+    if let Some((base, rest)) = &p.dev {
+        use crate::backend::cuda::adv_index::{scatter, Combine};
+        let m = match mode {
+            Reduce::Assign => Combine::Assign,
+            Reduce::Sum => Combine::Sum,
+            Reduce::Prod => Combine::Prod,
+            Reduce::Mean => Combine::Mean,
+            Reduce::Amax => Combine::Amax,
+            Reduce::Amin => Combine::Amin,
+        };
+        let v = values.to_device(dst.device())?;
+        return scatter("index_put", dst, base, rest, &v, m, include_self);
+    }
     if values.numel() != p.base.len() * rn {
         return Err(Error::shape("index_put", format!("{} values for {} indexed positions", values.numel(), p.base.len() * rn)));
     }

@@ -291,6 +291,9 @@ impl Tensor {
         if !replacement && num_samples > cats {
             return Err(Error::value(op, "cannot sample n_sample > prob_dist.size(-1) samples without replacement"));
         }
+        if self.device().is_cuda() {
+            return multinomial_device(self, rows, cats, num_samples, replacement);
+        }
         let w: Vec<f64> = self.to_vec()?;
         if w.iter().any(|&x| !x.is_finite() || x < 0.0) {
             return Err(Error::value(op, "probability tensor contains either `inf`, `nan` or element < 0"));
@@ -325,6 +328,44 @@ impl Tensor {
         }
         let shape: Vec<usize> = if self.ndim() == 1 { vec![num_samples] } else { vec![rows, num_samples] };
         Tensor::from_vec(out, &shape)
+    }
+}
+
+/// `multinomial` drawn on the weights' device from native ops, in f64: with replacement, each
+/// draw `u * total` counts the cumulative sums at or below it (the first category whose cumulative
+/// sum passes it, as the CPU loop); without replacement, the exponential race (each category's key
+/// is `Exp(1) / w`; the `n` smallest keys are a draw without replacement with probabilities
+/// proportional to `w`, zero weights last), taken by `topk`. Checking the weights reads two counts
+/// back, as PyTorch's checks synchronize too.
+fn multinomial_device(p: &Tensor, rows: usize, cats: usize, n: usize, replacement: bool) -> Result<Tensor> {
+    let op = "multinomial";
+    let _ng = crate::autograd::no_grad();
+    let dev = p.device();
+    let w = p.detach().to_dtype(DType::F64)?.reshape(&[rows as i64, cats as i64])?;
+    let count = |m: Tensor| -> Result<i64> { Ok(m.to_dtype(DType::I64)?.sum()?.item()?.to_i64()) };
+    if count(w.isfinite()?.logical_not()?.logical_or(&w.lt_scalar(0)?)?)? != 0 {
+        return Err(Error::value(op, "probability tensor contains either `inf`, `nan` or element < 0"));
+    }
+    if count(w.sum_dims(Some(&[1]), false, None)?.le_scalar(0)?)? != 0 {
+        return Err(Error::value(op, "invalid multinomial distribution (sum of probabilities <= 0)"));
+    }
+    let idx = if n == 0 {
+        Tensor::zeros_on(&[rows, 0], DType::I64, dev)?
+    } else if replacement {
+        let cdf = w.cumsum(1, None)?;
+        let total = cdf.narrow(1, cats as i64 - 1, 1)?;
+        let u = Tensor::rand_on(&[rows, n], DType::F64, dev)?.mul(&total)?;
+        let below = cdf.unsqueeze(1)?.le(&u.unsqueeze(2)?)?;
+        // u * total rounding up to total would count every category
+        below.sum_dims(Some(&[2]), false, Some(DType::I64))?.clamp_max(cats as i64 - 1)?
+    } else {
+        let e = Tensor::rand_on(&[rows, cats], DType::F64, dev)?.neg()?.log1p()?.neg()?;
+        e.div(&w)?.topk(n as i64, 1, false)?.1
+    };
+    if p.ndim() == 1 {
+        idx.reshape(&[n as i64])?.contiguous()
+    } else {
+        idx.contiguous()
     }
 }
 

@@ -196,6 +196,14 @@ impl Tensor {
         }
         let m = *seq.shape().last().unwrap_or(&0);
         let per = if seq.ndim() == 1 { values.numel() } else { *values.shape().last().unwrap_or(&1) };
+        #[cfg(feature = "cuda")]
+        if sorter.is_none() && seq.device().is_cuda() && (values.device() == seq.device() || values.ndim() == 0) {
+            // a Python number comes as a 0-d CPU tensor
+            let v = values.to_device(seq.device())?;
+            let float = seq.dtype().is_float() || values.dtype().is_float();
+            let out = crate::backend::cuda::adv_index::searchsorted(seq, &v, m, per, right, float)?;
+            return if out_int32 { out.to_dtype(DType::I32) } else { Ok(out) };
+        }
         let sort_idx: Option<Vec<i64>> = sorter.map(cpu::to_vec).transpose()?;
         if let Some(si) = &sort_idx {
             if si.iter().any(|&i| i < 0 || i as usize >= m) {

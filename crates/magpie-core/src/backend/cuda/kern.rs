@@ -50,6 +50,8 @@ pub enum KFile {
     Scan,
     /// Fixed-index row gathers, scatter-adds and tap maps (`rows.rs`).
     Rows,
+    /// Advanced indexing by storage offsets, sorted-run scatters, nonzero (`adv_index.rs`).
+    AdvIndex,
 }
 
 impl KFile {
@@ -73,6 +75,7 @@ impl KFile {
             KFile::Sort => "sort",
             KFile::Scan => "scan",
             KFile::Rows => "rows",
+            KFile::AdvIndex => "adv_index",
         }
     }
     fn body(self) -> &'static str {
@@ -95,6 +98,7 @@ impl KFile {
             KFile::Sort => include_str!("kernels/sort.cu"),
             KFile::Scan => include_str!("kernels/scan.cu"),
             KFile::Rows => include_str!("kernels/rows.cu"),
+            KFile::AdvIndex => include_str!("kernels/adv_index.cu"),
         }
     }
 }

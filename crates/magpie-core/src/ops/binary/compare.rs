@@ -104,6 +104,10 @@ impl Tensor {
         if self.shape() != other.shape() {
             return Ok(false);
         }
+        if self.device().is_cuda() {
+            // on the device: count the differing elements, read one number back
+            return Ok(!any_true(&self.ne(other)?)?);
+        }
         let e = self.eq(other)?;
         cpu::read(&e, |v: &[bool]| v.iter().all(|&x| x))
     }
@@ -129,6 +133,9 @@ impl Tensor {
         }
         let _ng = crate::autograd::no_grad();
         let dt = self.dtype();
+        if self.device().is_cuda() {
+            return isclose_native(self, other, rtol, atol, equal_nan);
+        }
         let f = move |a: f64, b: f64| -> bool {
             if a == b {
                 return true;
@@ -163,6 +170,36 @@ impl Tensor {
     /// `torch.allclose(a, b, rtol, atol, equal_nan)`: `isclose(...).all()`.
     pub fn allclose(&self, other: &Tensor, rtol: f64, atol: f64, equal_nan: bool) -> Result<bool> {
         let c = self.isclose(other, rtol, atol, equal_nan)?;
+        if c.device().is_cuda() {
+            return Ok(!any_true(&c.logical_not()?)?);
+        }
         cpu::read(&c, |v: &[bool]| v.iter().all(|&x| x))
     }
+}
+
+/// True when some element of the bool tensor `m` is true (one host read of a count).
+fn any_true(m: &Tensor) -> Result<bool> {
+    let _ng = crate::autograd::no_grad();
+    Ok(m.to_dtype(DType::I64)?.sum()?.item()?.to_i64() != 0)
+}
+
+/// `isclose` from elementwise ops that run natively on every device (the CUDA path): floats in
+/// f32 (f64 for f64) as the CPU kernel, integers and bool by their int64 difference in f64.
+fn isclose_native(a: &Tensor, b: &Tensor, rtol: f64, atol: f64, equal_nan: bool) -> Result<Tensor> {
+    let dt = a.dtype();
+    if dt.is_float() {
+        let c = if dt == DType::F64 { DType::F64 } else { DType::F32 };
+        let (a, b) = (a.to_dtype(c)?, b.to_dtype(c)?);
+        let err = a.sub(&b)?.abs()?;
+        let tol = b.mul_scalar(rtol)?.abs()?.add_scalar(atol)?;
+        let close = err.isfinite()?.logical_and(&err.le(&tol)?)?.logical_or(&a.eq(&b)?)?;
+        if equal_nan {
+            return close.logical_or(&a.isnan()?.logical_and(&b.isnan()?)?);
+        }
+        return Ok(close);
+    }
+    let (a, b) = (a.to_dtype(DType::I64)?, b.to_dtype(DType::I64)?);
+    let err = a.sub(&b)?.to_dtype(DType::F64)?.abs()?;
+    let tol = b.to_dtype(DType::F64)?.mul_scalar(rtol)?.abs()?.add_scalar(atol)?;
+    err.le(&tol)?.logical_or(&a.eq(&b)?)
 }

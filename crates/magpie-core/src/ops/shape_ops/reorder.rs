@@ -46,6 +46,28 @@ impl Tensor {
     /// `torch.flip(x, dims)`: reverses the order of elements along `dims`.
     pub fn flip(&self, dims: &[i64]) -> Result<Tensor> {
         let ds = wrap_dims("flip", dims, self.ndim())?;
+        #[cfg(feature = "cuda")]
+        if self.device().is_cuda() && crate::backend::cuda::elementwise::ctype(self.dtype()).is_some() {
+            use crate::{dtype::DType, scalar::Scalar};
+            // on the device: one index_select with a reversed arange per flipped dim
+            let out = {
+                let _ng = autograd::no_grad();
+                let mut y = self.detach();
+                let mut moved = false;
+                for &d in &ds {
+                    let n = self.shape().get(d).copied().unwrap_or(1) as i64;
+                    if n > 1 {
+                        let rev = Tensor::arange_on(Scalar::Int(n - 1), Scalar::Int(-1), Scalar::Int(-1), DType::I64, self.device())?;
+                        y = y.index_select(d as i64, &rev)?;
+                        moved = true;
+                    }
+                }
+                if moved { y } else { self.detach().copy()? }
+            };
+            let dv = dims.to_vec();
+            autograd::record("Flip", &[self], std::slice::from_ref(&out), move |_, g| Ok(vec![Some(g[0].flip(&dv)?)]));
+            return Ok(out);
+        }
         let l = self.layout();
         let mut offset = l.offset as isize;
         let mut strides: Vec<isize> = l.strides.iter().map(|&s| s as isize).collect();

@@ -50,7 +50,12 @@ impl Tensor {
             let rd = self.dtype().to_real();
             return cpu::map_unary::<Complex64, f64>(self, |z| z.arg())?.to_dtype(rd);
         }
-        let out = map_float("angle", self, |v| if v.is_nan() { v } else if v < 0.0 { PI } else { 0.0 })?;
+        let pi = super::cuda_expr::lit(PI);
+        let cuda = super::cuda_expr::unary("angle", self, super::cuda_expr::Out::Float, &format!("x != x ? x : (x < (C)0 ? {pi} : (C)0)"), None, None)?;
+        let out = match cuda {
+            Some(o) => o,
+            None => map_float("angle", self, |v| if v.is_nan() { v } else if v < 0.0 { PI } else { 0.0 })?,
+        };
         record_unary("angle", self, &out, |_, _, g| g.zeros_like());
         Ok(out)
     }

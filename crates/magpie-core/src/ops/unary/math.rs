@@ -158,7 +158,18 @@ impl Tensor {
     pub fn logit(&self, eps: Option<f64>) -> Result<Tensor> {
         // PyTorch treats a negative eps as none
         let eps = eps.filter(|e| *e >= 0.0);
-        let out = map_float("logit", self, move |v| {
+        let z = match eps {
+            Some(lo) => {
+                let (l, h) = (super::cuda_expr::lit(lo), super::cuda_expr::lit(1.0 - lo));
+                format!("(x < {l} ? {l} : (x > {h} ? {h} : x))")
+            }
+            None => "x".to_string(),
+        };
+        let cuda = super::cuda_expr::unary("logit", self, super::cuda_expr::Out::Float, &format!("m_log({z} / ((C)1 - {z}))"), None, None)?;
+        let out = if let Some(o) = cuda {
+            o
+        } else {
+            map_float("logit", self, move |v| {
             let z = match eps {
                 Some(lo) => {
                     let hi = 1.0 - lo;
@@ -167,7 +178,8 @@ impl Tensor {
                 None => v,
             };
             (z / (1.0 - z)).ln()
-        })?;
+            })?
+        };
         record_unary("logit", self, &out, move |x, _, g| {
             let d = g.div(&x.mul(&one_minus(x)?)?)?;
             let (lo, hi, fill) = match eps {

@@ -80,7 +80,12 @@ impl Tensor {
         let neg = decimals < 0;
         let p = decimals.unsigned_abs().min(400) as i32;
         let ten64 = 10f64.powi(p);
-        let out = if d == DType::F64 {
+        // CUDA: the same arithmetic as an expression kernel (f32 for f32 and the half types)
+        let t = cx::lit(ten64);
+        let expr = if neg { format!("m_round(x / {t}) * {t}") } else { format!("m_round(x * {t}) / {t}") };
+        let out = if let Some(o) = cx::unary("round", self, cx::Out::Float, &expr, None, None)? {
+            o
+        } else if d == DType::F64 {
             cpu::map_unary::<f64, f64>(self, |a| if neg { (a / ten64).round_ties_even() * ten64 } else { (a * ten64).round_ties_even() / ten64 })?
         } else {
             let ten = ten64 as f32;
