@@ -291,9 +291,11 @@ fn out_of_range_indices_are_index_errors() {
         assert!(!ok, "{op} accepted an out-of-range index");
     }
     assert_no_mismatch();
-    // index_select rejects negative indices as PyTorch does (the CPU path of this build still
-    // wraps them: a known difference)
-    let neg = Tensor::from_vec(vec![-1i64], &[1]).unwrap().to_device(dev).unwrap();
+    // index_select rejects negative indices as PyTorch does, on both devices
+    let neg_cpu = Tensor::from_vec(vec![-1i64], &[1]).unwrap();
+    let e = x.index_select(0, &neg_cpu).unwrap_err().to_string();
+    assert!(e.contains("index out of range in self"), "{e}");
+    let neg = neg_cpu.to_device(dev).unwrap();
     let e = x.to_device(dev).unwrap().index_select(0, &neg).unwrap_err().to_string();
     assert!(e.contains("index out of range in self"), "{e}");
     // the device is still usable after the error

@@ -96,6 +96,9 @@ fn getitem_errors_do_not_panic() {
     assert!(x.index(&[I::Tensor(Tensor::from_vec(vec![true, false], &[2]).unwrap())]).is_err());
     assert!(x.gather(0, &long(&[3], &[1])).is_err());
     assert!(x.index_select(0, &long(&[7], &[1])).is_err());
+    // negative positions are out of range for index_select (PyTorch's IndexError), unlike x[-1]
+    let e = x.index_select(0, &long(&[-1], &[1])).unwrap_err().to_string();
+    assert!(e.contains("index out of range in self"), "{e}");
     assert!(x.take(&long(&[-9], &[1])).is_err());
 }
 

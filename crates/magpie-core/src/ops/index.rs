@@ -51,6 +51,14 @@ fn check_int_index(op: &str, idx: &Tensor) -> Result<()> {
     Ok(())
 }
 
+/// `index` wraps negative positions the Python way; `index_select` does not (PyTorch raises).
+fn reject_negative(op: &str, idx: &Tensor) -> Result<()> {
+    if idx.numel() > 0 && matches!(idx.min()?.item()?, Scalar::Int(v) if v < 0) {
+        return Err(Error::index(op, "index out of range in self"));
+    }
+    Ok(())
+}
+
 fn check_same_dtype(op: &str, a: &Tensor, b: &Tensor) -> Result<()> {
     if a.dtype() != b.dtype() {
         return Err(Error::dtype(op, format!("{op}(): Expected self.dtype to be equal to src.dtype, got {} and {}", a.dtype().name(), b.dtype().name())));
@@ -191,6 +199,7 @@ impl Tensor {
         }
         let d = wrap_dim(op, dim, self.ndim())?;
         if self.ndim() == 0 {
+            reject_negative(op, idx)?;
             let r = index(&self.reshape(&[1])?, &[Some(as_1d(idx)?)])?;
             return if idx.numel() == 1 { r.reshape(&[]) } else { Ok(r) };
         }
@@ -205,6 +214,7 @@ impl Tensor {
                 return Ok(out);
             }
         }
+        reject_negative(op, idx)?;
         let mut list: Vec<Option<Tensor>> = vec![None; d];
         list.push(Some(as_1d(idx)?));
         index(self, &list)
