@@ -20,16 +20,24 @@ fn broadcast_pair(op: &str, a: &Tensor, b: &Tensor) -> Result<(Tensor, Tensor)> 
     Ok((a.broadcast_to(&sa)?, b.broadcast_to(&sb)?))
 }
 
+/// PyTorch's error for a singular matrix in `op` (`info`: the 1-based index of the zero pivot).
+fn singular(op: &str, info: i32) -> Error {
+    if op == "linalg.inv" {
+        Error::value(op, format!("linalg.inv: The diagonal element {info} is zero, the inversion could not be completed because the input matrix is singular."))
+    } else {
+        Error::value(op, format!("torch.{op}: The solver failed because the input matrix is singular."))
+    }
+}
+
 /// `X = A⁻¹ B` for equal batch shapes; records `gB = A⁻ᵀ g`, `gA = -gB Xᵀ`.
 fn solve_prim(op: &str, a: &Tensor, b: &Tensor) -> Result<Tensor> {
-    let singular = || Error::value(op, format!("{op}: The solver failed because the input matrix is singular."));
     let x = if a.device().is_cuda() {
         check_mats(op, a, true)?;
         check_mats(op, b, false)?;
         let (x, info) = cuda_path::solve(op, a, b)?;
-        // the error check reads the infos back (PyTorch's linalg.solve waits for them too)
-        if cuda_path::infos_host(&info)?.iter().any(|&i| i != 0) {
-            return Err(singular());
+        // the error check reads the infos back (PyTorch's linalg.solve and inv wait for them too)
+        if let Some(&k) = cuda_path::infos_host(&info)?.iter().find(|&&i| i != 0) {
+            return Err(singular(op, k));
         }
         x
     } else {
@@ -38,7 +46,13 @@ fn solve_prim(op: &str, a: &Tensor, b: &Tensor) -> Result<Tensor> {
         let (n, r) = (ma.n, mb.n);
         let mut out = Vec::with_capacity(mb.data.len());
         for i in 0..ma.count() {
-            out.extend(dense::solve(ma.get(i), mb.get(i), n, r).ok_or_else(singular)?);
+            match dense::solve(ma.get(i), mb.get(i), n, r) {
+                Some(x) => out.extend(x),
+                None => {
+                    let mut lu = ma.get(i).to_vec();
+                    return Err(singular(op, dense::lu(&mut lu, n, n).1));
+                }
+            }
         }
         build(out, b.shape(), a.dtype())?
     };
