@@ -36,7 +36,7 @@ fn with_solver<R>(op: &str, dev: &CudaDevice, f: impl FnOnce(ss::cusolverDnHandl
     }
     let mut g = HANDLES.lock().unwrap_or_else(|e| e.into_inner());
     let map = g.get_or_insert_with(HashMap::new);
-    if !map.contains_key(&dev.ordinal) {
+    if let std::collections::hash_map::Entry::Vacant(slot) = map.entry(dev.ordinal) {
         dev.bind()?;
         let h = std::panic::catch_unwind(sres::dn_create)
             .map_err(|_| Error::device(op, "loading cuSOLVER failed"))?
@@ -46,7 +46,7 @@ fn with_solver<R>(op: &str, dev: &CudaDevice, f: impl FnOnce(ss::cusolverDnHandl
         let mut p = std::ptr::null_mut();
         // SAFETY: writes one parameter object handle into `p`.
         unsafe { ss::cusolverDnCreateParams(&mut p) }.result().map_err(|e| drv(op, format!("cusolverDnCreateParams: {e:?}")))?;
-        map.insert(dev.ordinal, Handle(h, p));
+        slot.insert(Handle(h, p));
     }
     let (h, p) = map.get(&dev.ordinal).map(|h| (h.0, h.1)).ok_or_else(|| Error::device(op, "no cuSOLVER handle"))?;
     dev.bind()?;
@@ -88,8 +88,8 @@ fn check(op: &str, what: &str, st: ss::cusolverStatus_t) -> Result<()> {
     st.result().map_err(|e| drv(op, format!("{what}: {e:?}")))
 }
 
-/// Device workspace of `bytes` (from the caching allocator: freed in stream order) and host
-/// workspace for the 64-bit API.
+/// Device workspace of `bytes` from the caching allocator (reused in stream order, so it may be
+/// dropped as soon as the calls using it are queued).
 fn workspace(dev: &Arc<CudaDevice>, bytes: usize) -> Result<CudaStorage> {
     CudaStorage::alloc(dev, DType::U8, bytes.max(1))
 }
@@ -321,6 +321,7 @@ pub struct SvdBufs {
 }
 
 /// Singular value decomposition by cuSOLVER's Jacobi method (`gesvdj`; any `m`, `n`).
+#[allow(clippy::too_many_arguments)]
 pub fn gesvdj(op: &str, dev: &Arc<CudaDevice>, ty: Real, bufs: &SvdBufs, m: usize, n: usize, count: usize, econ: bool) -> Result<()> {
     if count == 0 || m == 0 || n == 0 {
         return Ok(());
