@@ -1,4 +1,4 @@
-// Helpers of the cuSOLVER linear algebra (linalg_perm.rs): LAPACK pivots to permutations and
+// Kernels beside the cuSOLVER linear algebra (linalg_perm.rs): LAPACK pivots to permutations and
 // determinants from LU factors. T is float or double; one thread per matrix where the work is
 // a sequence (pivot swaps, a product along the diagonal), grid-stride over elements otherwise.
 
