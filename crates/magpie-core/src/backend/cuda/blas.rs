@@ -49,7 +49,7 @@ fn cublas_present() -> bool {
 }
 
 /// Runs `f` with the device's handle (created on first use).
-fn with_handle<R>(dev: &CudaDevice, f: impl FnOnce(csys::cublasHandle_t) -> Result<R>) -> Result<R> {
+pub(crate) fn with_handle<R>(dev: &CudaDevice, f: impl FnOnce(csys::cublasHandle_t) -> Result<R>) -> Result<R> {
     if !cublas_present() {
         return Err(Error::device("matmul", "cuBLAS (libcublas) was not found; add the CUDA toolkit's lib64 to LD_LIBRARY_PATH"));
     }

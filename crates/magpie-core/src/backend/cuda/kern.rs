@@ -52,6 +52,8 @@ pub enum KFile {
     Rows,
     /// Advanced indexing by storage offsets, sorted-run scatters, nonzero (`adv_index.rs`).
     AdvIndex,
+    /// LU pivots to permutations, determinants (`linalg_perm.rs`).
+    Linalg,
 }
 
 impl KFile {
@@ -76,6 +78,7 @@ impl KFile {
             KFile::Scan => "scan",
             KFile::Rows => "rows",
             KFile::AdvIndex => "adv_index",
+            KFile::Linalg => "linalg",
         }
     }
     fn body(self) -> &'static str {
@@ -99,6 +102,7 @@ impl KFile {
             KFile::Scan => include_str!("kernels/scan.cu"),
             KFile::Rows => include_str!("kernels/rows.cu"),
             KFile::AdvIndex => include_str!("kernels/adv_index.cu"),
+            KFile::Linalg => include_str!("kernels/linalg.cu"),
         }
     }
 }

@@ -51,6 +51,12 @@ pub mod norm;
 #[cfg(feature = "cuda")]
 pub mod norm_bwd;
 #[cfg(feature = "cuda")]
+pub mod linalg;
+#[cfg(feature = "cuda")]
+pub mod linalg_perm;
+#[cfg(feature = "cuda")]
+pub mod linalg_trsm;
+#[cfg(feature = "cuda")]
 pub mod loss;
 pub mod optim;
 #[cfg(feature = "cuda")]

@@ -3,7 +3,7 @@
 
 use super::decomp::pinv;
 use super::solve::{inv, solve};
-use super::util::{build, check_float, eye, square};
+use super::util::{build, check_float, check_mats, square};
 use crate::tensor::Tensor;
 use crate::{Error, Result};
 
@@ -43,20 +43,28 @@ pub fn matrix_power(a: &Tensor, n: i64) -> Result<Tensor> {
 /// all in matrix products (so the gradient is the product rule through them).
 pub fn matrix_exp(a: &Tensor) -> Result<Tensor> {
     let op = "linalg.matrix_exp";
-    let m = square(op, a)?;
-    let n = m.n;
+    check_mats(op, a, true)?;
+    let n = a.shape()[a.ndim() - 1];
     // scale so that the largest 1-norm over the batch is below 1/2
-    let mut norm = 0.0f64;
-    for i in 0..m.count() {
-        let x = m.get(i);
-        for c in 0..n {
-            norm = norm.max((0..n).map(|r| x[r * n + c].abs()).sum());
+    let norm = if a.device().is_cuda() {
+        // the scaling count decides how many products run: read on the host, as PyTorch does
+        let _ng = crate::autograd::no_grad();
+        if a.numel() == 0 { 0.0 } else { a.abs()?.sum_dims(Some(&[-2]), false, None)?.amax(&[], false)?.item()?.to_f64() }
+    } else {
+        let m = square(op, a)?;
+        let mut norm = 0.0f64;
+        for i in 0..m.count() {
+            let x = m.get(i);
+            for c in 0..n {
+                norm = norm.max((0..n).map(|r| x[r * n + c].abs()).sum());
+            }
         }
-    }
+        norm
+    };
     let s = if norm > 0.5 { (norm / 0.5).log2().ceil() as i32 } else { 0 };
     // computed in f64 (18 Horner steps and the squarings lose too much in f32), rounded once
     let scaled = a.to_dtype(crate::DType::F64)?.mul_scalar(0.5f64.powi(s))?;
-    let id = eye(n, n, crate::DType::F64)?.broadcast_to(a.shape())?;
+    let id = crate::Tensor::eye_on(n, n, crate::DType::F64, a.device())?.broadcast_to(a.shape())?;
     // Horner: I + X(I + X/2(I + X/3(...)))
     let mut acc = id.clone();
     for k in (1..=18).rev() {
@@ -185,7 +193,7 @@ pub fn lstsq(a: &Tensor, b: &Tensor, driver: Option<&str>) -> Result<(Tensor, Te
         a.reshape(&[-1])?.narrow(0, 0, 0)?
     };
     let x = if vector { x.squeeze_dims(&[-1])? } else { x };
-    let rank = Tensor::from_vec(Vec::<i64>::new(), &[0])?;
-    let sv = build(vec![], &[0], dt)?;
+    let rank = Tensor::from_vec(Vec::<i64>::new(), &[0])?.to_device(a.device())?;
+    let sv = build(vec![], &[0], dt)?.to_device(a.device())?;
     Ok((x, residuals, rank, sv))
 }

@@ -1,9 +1,9 @@
 //! Orthogonal decompositions: `qr`, `eigh`/`eigvalsh`, `svd`/`svdvals`, `pinv`, `matrix_rank`,
 //! `householder_product`, with their backward rules written with tensor ops.
 
-use super::dense;
 use super::solve::solve_triangular;
-use super::util::{build, diag_embed, eye, mats, square, tril};
+use super::util::{build, check_mats, diag_embed, eye, mats, square, tril};
+use super::{cuda_path, dense};
 use crate::autograd;
 use crate::tensor::Tensor;
 use crate::{Error, Result};
@@ -11,27 +11,32 @@ use crate::{Error, Result};
 /// `torch.linalg.qr(A, mode)`: `mode` is `"reduced"`, `"complete"` or `"r"` (Q empty).
 pub fn qr(a: &Tensor, mode: &str) -> Result<(Tensor, Tensor)> {
     let op = "linalg.qr";
-    let mt = mats(op, a)?;
-    let (m, n) = (mt.m, mt.n);
+    check_mats(op, a, false)?;
+    let nd = a.ndim();
+    let (m, n) = (a.shape()[nd - 2], a.shape()[nd - 1]);
     let k = m.min(n);
     let q_cols = match mode {
         "reduced" | "r" => k,
         "complete" => m,
         _ => return Err(Error::value(op, format!("qr received unrecognized mode '{mode}' but expected one of 'reduced' (default), 'r', or 'complete'"))),
     };
-    let (mut qv, mut rv) = (Vec::new(), Vec::new());
-    for i in 0..mt.count() {
-        let mut x = mt.get(i).to_vec();
-        let tau = dense::geqrf(&mut x, m, n);
-        qv.extend(dense::orgqr(&x, &tau, m, n, q_cols));
-        for r in 0..q_cols {
-            for c in 0..n {
-                rv.push(if c >= r && r < m { x[r * n + c] } else { 0.0 });
+    let (q, r) = if a.device().is_cuda() {
+        cuda_path::qr(op, a, q_cols)?
+    } else {
+        let mt = mats(op, a)?;
+        let (mut qv, mut rv) = (Vec::new(), Vec::new());
+        for i in 0..mt.count() {
+            let mut x = mt.get(i).to_vec();
+            let tau = dense::geqrf(&mut x, m, n);
+            qv.extend(dense::orgqr(&x, &tau, m, n, q_cols));
+            for r in 0..q_cols {
+                for c in 0..n {
+                    rv.push(if c >= r && r < m { x[r * n + c] } else { 0.0 });
+                }
             }
         }
-    }
-    let q = build(qv, &mt.shape(&[m, q_cols]), a.dtype())?;
-    let r = build(rv, &mt.shape(&[q_cols, n]), a.dtype())?;
+        (build(qv, &mt.shape(&[m, q_cols]), a.dtype())?, build(rv, &mt.shape(&[q_cols, n]), a.dtype())?)
+    };
     if m >= n || mode == "complete" && m == n {
         autograd::record("LinalgQr", &[a], &[q.clone(), r.clone()], move |ctx, g| {
             if m < n || (q_cols != n) {
@@ -60,30 +65,34 @@ pub fn eigh(a: &Tensor, uplo: &str) -> Result<(Tensor, Tensor)> {
         "L" | "l" => false,
         _ => return Err(Error::value(op, format!("Expected UPLO argument to be 'L' or 'U', but got {uplo}"))),
     };
-    let mt = square(op, a)?;
-    let n = mt.n;
-    let (mut wv, mut vv) = (Vec::new(), Vec::new());
-    for i in 0..mt.count() {
-        let x = mt.get(i);
-        let mut s = vec![0.0; n * n];
-        for r in 0..n {
-            for c in 0..n {
-                let (rr, cc) = if (c >= r) == upper { (r, c) } else { (c, r) };
-                s[r * n + c] = x[rr * n + cc];
+    check_mats(op, a, true)?;
+    let n = a.shape()[a.ndim() - 1];
+    let (w, v) = if a.device().is_cuda() {
+        cuda_path::eigh(op, a, upper)?
+    } else {
+        let mt = square(op, a)?;
+        let (mut wv, mut vv) = (Vec::new(), Vec::new());
+        for i in 0..mt.count() {
+            let x = mt.get(i);
+            let mut s = vec![0.0; n * n];
+            for r in 0..n {
+                for c in 0..n {
+                    let (rr, cc) = if (c >= r) == upper { (r, c) } else { (c, r) };
+                    s[r * n + c] = x[rr * n + cc];
+                }
             }
+            let (w, v) = dense::eigh(&s, n);
+            wv.extend(w);
+            vv.extend(v);
         }
-        let (w, v) = dense::eigh(&s, n);
-        wv.extend(w);
-        vv.extend(v);
-    }
-    let w = build(wv, &mt.shape(&[n]), a.dtype())?;
-    let v = build(vv, &mt.shape(&[n, n]), a.dtype())?;
+        (build(wv, &mt.shape(&[n]), a.dtype())?, build(vv, &mt.shape(&[n, n]), a.dtype())?)
+    };
     autograd::record("LinalgEigh", &[a], &[w.clone(), v.clone()], move |ctx, g| {
         // gA = V (diag(gw) + skew(Vᵀ gV)/2 ∘ F) Vᵀ, F_ij = 1/(w_j − w_i) off the diagonal
         let (w, v) = (ctx.output(0)?, ctx.output(1)?);
         let vtgv = v.mt()?.matmul(&g[1])?;
         let skew = vtgv.sub(&vtgv.mt()?)?.mul_scalar(0.5)?;
-        let id = eye(n, n, w.dtype())?;
+        let id = eye(n, n, &w)?;
         let e = w.unsqueeze(-2)?.sub(&w.unsqueeze(-1)?)?.add(&id)?;
         let off = skew.div(&e)?.mul(&id.neg()?.add_scalar(1.0)?)?;
         let inner = off.add(&diag_embed(&g[0])?)?;
@@ -95,19 +104,23 @@ pub fn eigh(a: &Tensor, uplo: &str) -> Result<(Tensor, Tensor)> {
 /// Thin SVD `A = U diag(S) Vh` with its backward rule (PyTorch's `svd_backward`, real case).
 pub fn svd_thin(a: &Tensor) -> Result<(Tensor, Tensor, Tensor)> {
     let op = "linalg.svd";
-    let mt = mats(op, a)?;
-    let (m, n) = (mt.m, mt.n);
+    check_mats(op, a, false)?;
+    let nd = a.ndim();
+    let (m, n) = (a.shape()[nd - 2], a.shape()[nd - 1]);
     let k = m.min(n);
-    let (mut uv, mut sv, mut vv) = (Vec::new(), Vec::new(), Vec::new());
-    for i in 0..mt.count() {
-        let (u, s, vt) = dense::svd(mt.get(i), m, n);
-        uv.extend(u);
-        sv.extend(s);
-        vv.extend(vt);
-    }
-    let u = build(uv, &mt.shape(&[m, k]), a.dtype())?;
-    let s = build(sv, &mt.shape(&[k]), a.dtype())?;
-    let vh = build(vv, &mt.shape(&[k, n]), a.dtype())?;
+    let (u, s, vh) = if a.device().is_cuda() {
+        cuda_path::svd(op, a, false)?
+    } else {
+        let mt = mats(op, a)?;
+        let (mut uv, mut sv, mut vv) = (Vec::new(), Vec::new(), Vec::new());
+        for i in 0..mt.count() {
+            let (u, s, vt) = dense::svd(mt.get(i), m, n);
+            uv.extend(u);
+            sv.extend(s);
+            vv.extend(vt);
+        }
+        (build(uv, &mt.shape(&[m, k]), a.dtype())?, build(sv, &mt.shape(&[k]), a.dtype())?, build(vv, &mt.shape(&[k, n]), a.dtype())?)
+    };
     autograd::record("LinalgSvd", &[a], &[u.clone(), s.clone(), vh.clone()], move |ctx, g| {
         let (u, s, vh) = (ctx.output(0)?, ctx.output(1)?, ctx.output(2)?);
         let (gu, gs, gvh) = (&g[0], &g[1], &g[2]);
@@ -115,7 +128,7 @@ pub fn svd_thin(a: &Tensor) -> Result<(Tensor, Tensor, Tensor)> {
         let uhgu = skew(u.mt()?.matmul(gu)?)?;
         let vhgv = skew(vh.matmul(&gvh.mt()?)?)?;
         let s2 = s.mul(&s)?;
-        let id = eye(k, k, s.dtype())?;
+        let id = eye(k, k, &s)?;
         let e = s2.unsqueeze(-2)?.sub(&s2.unsqueeze(-1)?)?.add(&id)?;
         let mut ga = uhgu.mul(&s.unsqueeze(-2)?)?.add(&s.unsqueeze(-1)?.mul(&vhgv)?)?.div(&e)?;
         ga = ga.add(&diag_embed(gs)?)?;
@@ -144,6 +157,12 @@ pub fn svd(a: &Tensor, full_matrices: bool) -> Result<(Tensor, Tensor, Tensor)> 
     let k = m.min(n);
     if !full_matrices || m == n {
         return Ok((u, s, vh));
+    }
+    if a.device().is_cuda() {
+        // the square factors come from a second, full factorization (no gradient flows through
+        // the extension, as on the CPU)
+        let (uf, _, vf) = cuda_path::svd("linalg.svd", a, true)?;
+        return Ok((uf, s, vf));
     }
     let batch: Vec<usize> = a.shape()[..nd - 2].to_vec();
     let count: usize = batch.iter().product();
@@ -182,6 +201,11 @@ fn tolerance(smax: f64, atol: Option<f64>, rtol: Option<f64>, m: usize, n: usize
 /// gradient `−A⁺ᵀ G A⁺ᵀ + (I − A A⁺)ᵀ Gᵀ... ` (Golub & Pereyra) written with tensor ops.
 pub fn pinv(a: &Tensor, atol: Option<f64>, rtol: Option<f64>, hermitian: bool) -> Result<Tensor> {
     let op = "linalg.pinv";
+    if a.device().is_cuda() {
+        check_mats(op, a, false)?;
+        let p = pinv_cuda(a, atol, rtol, hermitian)?;
+        return record_pinv(a, p);
+    }
     let mt = mats(op, a)?;
     let (m, n) = (mt.m, mt.n);
     let mut out = Vec::with_capacity(mt.count() * m * n);
@@ -221,19 +245,79 @@ pub fn pinv(a: &Tensor, atol: Option<f64>, rtol: Option<f64>, hermitian: bool) -
         }
         out.extend(p);
     }
-    let p = build(out, &mt.shape(&[n, m]), a.dtype())?;
+    record_pinv(a, build(out, &mt.shape(&[n, m]), a.dtype())?)
+}
+
+/// Records the pseudo-inverse's backward rule on `p = pinv(a)`.
+fn record_pinv(a: &Tensor, p: Tensor) -> Result<Tensor> {
+    let nd = a.ndim();
+    let (m, n) = (a.shape()[nd - 2], a.shape()[nd - 1]);
     let sa = autograd::Saved::new("pinv", a);
     autograd::record("LinalgPinv", &[a], &[p.clone()], move |ctx, g| {
         let (a, p, g) = (sa.get()?, ctx.output(0)?, &g[0]);
         let pt = p.mt()?;
         let t1 = pt.matmul(g)?.matmul(&pt)?.neg()?;
-        let i_m = eye(m, m, a.dtype())?;
-        let i_n = eye(n, n, a.dtype())?;
+        let i_m = eye(m, m, &a)?;
+        let i_n = eye(n, n, &a)?;
         let t2 = i_m.sub(&a.matmul(&p)?)?.matmul(&g.mt()?)?.matmul(&p)?.matmul(&pt)?;
         let t3 = pt.matmul(&p)?.matmul(&g.mt()?)?.matmul(&i_n.sub(&p.matmul(&a)?)?)?;
         Ok(vec![Some(t1.add(&t2)?.add(&t3)?)])
     });
     Ok(p)
+}
+
+/// The relative tolerance `tolerance` uses: `rtol`, else 0 when `atol > 0`, else `eps·max(m, n)`.
+fn effective_rtol(atol: Option<f64>, rtol: Option<f64>, m: usize, n: usize, dt: crate::DType) -> f64 {
+    tolerance(1.0, None, match (atol, rtol) {
+        (_, Some(r)) => Some(r),
+        (Some(a), None) if a > 0.0 => Some(0.0),
+        _ => None,
+    }, m, n, dt)
+}
+
+/// Singular values (or |eigenvalues| when `hermitian`) of each matrix, with the factors that
+/// rebuild the pseudo-inverse: `A⁺ = R diag(1/vals) L` over the kept values. On the device.
+fn spectrum_cuda(a: &Tensor, hermitian: bool) -> Result<(Tensor, Tensor, Tensor, Tensor)> {
+    let nd = a.ndim();
+    let (m, n) = (a.shape()[nd - 2], a.shape()[nd - 1]);
+    if hermitian && m == n {
+        // eigenvalues may be negative: keep |w| for the threshold and w for the inverse
+        let (w, v) = cuda_path::eigh("linalg.eigh", a, false)?;
+        let vt = v.mt()?;
+        return Ok((w.abs()?, w, v, vt));
+    }
+    let (u, s, vh) = cuda_path::svd("linalg.svd", a, false)?;
+    Ok((s.clone(), s, vh.mt()?, u.mt()?))
+}
+
+/// [`pinv`] on CUDA: the factorization on the device, the thresholded inverse as tensor ops.
+fn pinv_cuda(a: &Tensor, atol: Option<f64>, rtol: Option<f64>, hermitian: bool) -> Result<Tensor> {
+    let _ng = autograd::no_grad();
+    let nd = a.ndim();
+    let (m, n) = (a.shape()[nd - 2], a.shape()[nd - 1]);
+    let mut shape = a.shape()[..nd - 2].to_vec();
+    shape.extend([n, m]);
+    if m.min(n) == 0 {
+        return Tensor::zeros_on(&shape, a.dtype(), a.device());
+    }
+    let (mag, vals, right, left) = spectrum_cuda(a, hermitian)?;
+    let tol = mag.amax(&[-1], true)?.mul_scalar(effective_rtol(atol, rtol, m, n, a.dtype()))?.clamp_min(atol.unwrap_or(0.0))?;
+    let zero = Tensor::zeros_on(&[], a.dtype(), a.device())?;
+    let inv = crate::ops::binary::where_cond(&mag.gt(&tol)?, &vals.reciprocal()?, &zero)?;
+    right.mul(&inv.unsqueeze(-2)?)?.matmul(&left)?.contiguous()
+}
+
+/// [`matrix_rank`] on CUDA: counts of the values above the tolerance, on the device.
+fn matrix_rank_cuda(a: &Tensor, atol: Option<f64>, rtol: Option<f64>, hermitian: bool) -> Result<Tensor> {
+    let _ng = autograd::no_grad();
+    let nd = a.ndim();
+    let (m, n) = (a.shape()[nd - 2], a.shape()[nd - 1]);
+    if m.min(n) == 0 {
+        return Tensor::zeros_on(&a.shape()[..nd - 2], crate::DType::I64, a.device());
+    }
+    let (mag, _, _, _) = spectrum_cuda(a, hermitian)?;
+    let tol = mag.amax(&[-1], true)?.mul_scalar(effective_rtol(atol, rtol, m, n, a.dtype()))?.clamp_min(atol.unwrap_or(0.0))?;
+    mag.gt(&tol)?.to_dtype(crate::DType::I64)?.sum_dims(Some(&[-1]), false, None)
 }
 
 /// A symmetric matrix from the lower triangle of `x` (LAPACK's default for Hermitian inputs).
@@ -250,6 +334,10 @@ fn sym_from_lower(x: &[f64], n: usize) -> Vec<f64> {
 /// `torch.linalg.matrix_rank(A, atol=, rtol=, hermitian=)`: int64 counts.
 pub fn matrix_rank(a: &Tensor, atol: Option<f64>, rtol: Option<f64>, hermitian: bool) -> Result<Tensor> {
     let op = "linalg.matrix_rank";
+    if a.device().is_cuda() {
+        check_mats(op, a, false)?;
+        return matrix_rank_cuda(a, atol, rtol, hermitian);
+    }
     let mt = mats(op, a)?;
     let (m, n) = (mt.m, mt.n);
     let mut out = Vec::with_capacity(mt.count());
@@ -271,8 +359,9 @@ pub fn matrix_rank(a: &Tensor, atol: Option<f64>, rtol: Option<f64>, hermitian: 
 /// products of tensors, so it is differentiable in `A` and `tau`.
 pub fn householder_product(a: &Tensor, tau: &Tensor) -> Result<Tensor> {
     let op = "linalg.householder_product";
-    let mt = mats(op, a)?;
-    let (m, n) = (mt.m, mt.n);
+    check_mats(op, a, false)?;
+    let nd = a.ndim();
+    let (m, n) = (a.shape()[nd - 2], a.shape()[nd - 1]);
     if n > m {
         return Err(Error::shape(op, format!("{op}: input.shape[-2] must be greater than or equal to input.shape[-1]")));
     }
@@ -283,7 +372,7 @@ pub fn householder_product(a: &Tensor, tau: &Tensor) -> Result<Tensor> {
     // products of k reflectors accumulate rounding: build them in f64 and round once
     let (out_dt, dt) = (a.dtype(), crate::DType::F64);
     let (a, tau) = (&a.to_dtype(dt)?, &tau.to_dtype(dt)?);
-    let mut q = eye(m, m, dt)?;
+    let mut q = eye(m, m, a)?;
     for i in 0..k {
         let mut below = vec![0.0; m];
         let mut unit = vec![0.0; m];
@@ -291,10 +380,11 @@ pub fn householder_product(a: &Tensor, tau: &Tensor) -> Result<Tensor> {
             *b = if r > i { 1.0 } else { 0.0 };
         }
         unit[i] = 1.0;
-        let v = a.select(-1, i as i64)?.mul(&build(below, &[m], dt)?)?.add(&build(unit, &[m], dt)?)?;
+        let (below, unit) = (build(below, &[m], dt)?.to_device(a.device())?, build(unit, &[m], dt)?.to_device(a.device())?);
+        let v = a.select(-1, i as i64)?.mul(&below)?.add(&unit)?;
         let t = tau.select(-1, i as i64)?.unsqueeze(-1)?.unsqueeze(-1)?;
-        let h = eye(m, m, dt)?.sub(&v.unsqueeze(-1)?.mul(&v.unsqueeze(-2)?)?.mul(&t)?)?;
+        let h = eye(m, m, a)?.sub(&v.unsqueeze(-1)?.mul(&v.unsqueeze(-2)?)?.mul(&t)?)?;
         q = q.matmul(&h)?;
     }
-    q.matmul(&eye(m, n, dt)?)?.to_dtype(out_dt)
+    q.matmul(&eye(m, n, a)?)?.to_dtype(out_dt)
 }

@@ -3,6 +3,7 @@
 //! tensor ops, or is a composition of ops that do.
 
 mod compose;
+mod cuda_path;
 mod decomp;
 pub(crate) mod dense;
 mod lu;

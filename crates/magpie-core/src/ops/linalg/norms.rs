@@ -26,9 +26,13 @@ pub fn vector_norm(x: &Tensor, ord: f64, dims: Option<&[i64]>, keepdim: bool, dt
     if x.numel() == 0 && ord < 0.0 || (x.numel() == 0 && ord.is_infinite() && d.iter().any(|&i| x.shape()[i] == 0)) {
         return Err(Error::value(op, format!("{op} cannot compute the {ord} norm on an empty tensor because the operation does not have an identity")));
     }
-    let shape = reduced_shape(x.shape(), &d, keepdim);
-    let (v, _) = reduce_rows::<f64, f64>(&x, &d, |r| norm_of(r, ord))?;
-    let out = build(v, &shape, x.dtype())?;
+    let out = if x.device().is_cuda() {
+        norm_on_device(&x, ord, &d, keepdim)?
+    } else {
+        let shape = reduced_shape(x.shape(), &d, keepdim);
+        let (v, _) = reduce_rows::<f64, f64>(&x, &d, |r| norm_of(r, ord))?;
+        build(v, &shape, x.dtype())?
+    };
     let (dims_c, nd) = (d.clone(), x.ndim());
     let sx = autograd::Saved::new("vector_norm", &x);
     autograd::record("LinalgVectorNorm", &[&x], &[out.clone()], move |ctx, g| {
@@ -46,6 +50,27 @@ pub fn vector_norm(x: &Tensor, ord: f64, dims: Option<&[i64]>, keepdim: bool, dt
         Ok(vec![Some(norm_backward(&x, &n, &g, ord)?)])
     });
     Ok(out)
+}
+
+/// The value of [`vector_norm`] over `dims` as tensor ops on `x`'s device (no history): the same
+/// cases as [`norm_of`].
+fn norm_on_device(x: &Tensor, ord: f64, dims: &[usize], keepdim: bool) -> Result<Tensor> {
+    let _ng = autograd::no_grad();
+    let d: Vec<i64> = dims.iter().map(|&i| i as i64).collect();
+    let sum = |t: Tensor| t.sum_dims(Some(&d), keepdim, None);
+    if ord == 2.0 {
+        sum(x.mul(x)?)?.sqrt()
+    } else if ord == f64::INFINITY {
+        x.abs()?.amax(&d, keepdim)
+    } else if ord == f64::NEG_INFINITY {
+        x.abs()?.amin(&d, keepdim)
+    } else if ord == 0.0 {
+        sum(x.ne_scalar(0.0)?.to_dtype(x.dtype())?)
+    } else if ord == 1.0 {
+        sum(x.abs()?)
+    } else {
+        sum(x.abs()?.pow_scalar(ord)?)?.pow_scalar(1.0 / ord)
+    }
 }
 
 fn norm_of(r: &[f64], ord: f64) -> f64 {

@@ -2,8 +2,8 @@
 //! Cholesky family. Two primitives carry backward rules (general and triangular solve); the rest
 //! are compositions, so gradients of gradients work.
 
-use super::dense;
-use super::util::{build, eye, mats, square, tril, triu, Mats};
+use super::util::{build, check_mats, eye, mats, square, tril, triu, Mats};
+use super::{cuda_path, dense};
 use crate::autograd::{self, Saved};
 use crate::shape::broadcast_shapes;
 use crate::tensor::Tensor;
@@ -20,18 +20,42 @@ fn broadcast_pair(op: &str, a: &Tensor, b: &Tensor) -> Result<(Tensor, Tensor)> 
     Ok((a.broadcast_to(&sa)?, b.broadcast_to(&sb)?))
 }
 
+/// PyTorch's error for a singular matrix in `op` (`info`: the 1-based index of the zero pivot).
+fn singular(op: &str, info: i32) -> Error {
+    if op == "linalg.inv" {
+        Error::value(op, format!("linalg.inv: The diagonal element {info} is zero, the inversion could not be completed because the input matrix is singular."))
+    } else {
+        Error::value(op, format!("torch.{op}: The solver failed because the input matrix is singular."))
+    }
+}
+
 /// `X = A⁻¹ B` for equal batch shapes; records `gB = A⁻ᵀ g`, `gA = -gB Xᵀ`.
 fn solve_prim(op: &str, a: &Tensor, b: &Tensor) -> Result<Tensor> {
-    let ma = square(op, a)?;
-    let mb = mats(op, b)?;
-    let (n, r) = (ma.n, mb.n);
-    let mut out = Vec::with_capacity(mb.data.len());
-    for i in 0..ma.count() {
-        let x = dense::solve(ma.get(i), mb.get(i), n, r)
-            .ok_or_else(|| Error::value(op, format!("{op}: The solver failed because the input matrix is singular.")))?;
-        out.extend(x);
-    }
-    let x = build(out, b.shape(), a.dtype())?;
+    let x = if a.device().is_cuda() {
+        check_mats(op, a, true)?;
+        check_mats(op, b, false)?;
+        let (x, info) = cuda_path::solve(op, a, b)?;
+        // the error check reads the infos back (PyTorch's linalg.solve and inv wait for them too)
+        if let Some(&k) = cuda_path::infos_host(&info)?.iter().find(|&&i| i != 0) {
+            return Err(singular(op, k));
+        }
+        x
+    } else {
+        let ma = square(op, a)?;
+        let mb = mats(op, b)?;
+        let (n, r) = (ma.n, mb.n);
+        let mut out = Vec::with_capacity(mb.data.len());
+        for i in 0..ma.count() {
+            match dense::solve(ma.get(i), mb.get(i), n, r) {
+                Some(x) => out.extend(x),
+                None => {
+                    let mut lu = ma.get(i).to_vec();
+                    return Err(singular(op, dense::lu(&mut lu, n, n).1));
+                }
+            }
+        }
+        build(out, b.shape(), a.dtype())?
+    };
     let (sa, name) = (Saved::new("linalg_solve", a), op.to_string());
     autograd::record("LinalgSolve", &[a, b], &[x.clone()], move |ctx, g| {
         let a = sa.get()?;
@@ -78,22 +102,29 @@ pub fn solve(a: &Tensor, b: &Tensor, left: bool) -> Result<Tensor> {
 /// `torch.linalg.inv(A)`.
 pub fn inv(a: &Tensor) -> Result<Tensor> {
     let op = "linalg.inv";
-    let m = square(op, a)?;
-    let id = eye(m.n, m.n, a.dtype())?.broadcast_to(a.shape())?;
+    check_mats(op, a, true)?;
+    let n = a.shape()[a.ndim() - 1];
+    let id = eye(n, n, a)?.broadcast_to(a.shape())?;
     solve_prim(op, a, &id)
 }
 
 /// `triangular solve` primitive: `T X = B` (left) for equal batch shapes, using one triangle of `T`.
 fn tri_prim(a: &Tensor, b: &Tensor, upper: bool, unit: bool) -> Result<Tensor> {
     let op = "linalg.solve_triangular";
-    let ma = square(op, a)?;
-    let mb = mats(op, b)?;
-    let (n, r) = (ma.n, mb.n);
-    let mut out = mb.data.clone();
-    for i in 0..ma.count() {
-        dense::tri_solve(ma.get(i), &mut out[i * n * r..(i + 1) * n * r], n, r, upper, unit);
-    }
-    let x = build(out, b.shape(), a.dtype())?;
+    let x = if a.device().is_cuda() {
+        check_mats(op, a, true)?;
+        check_mats(op, b, false)?;
+        cuda_path::tri_solve(op, a, b, upper, unit)?
+    } else {
+        let ma = square(op, a)?;
+        let mb = mats(op, b)?;
+        let (n, r) = (ma.n, mb.n);
+        let mut out = mb.data.clone();
+        for i in 0..ma.count() {
+            dense::tri_solve(ma.get(i), &mut out[i * n * r..(i + 1) * n * r], n, r, upper, unit);
+        }
+        build(out, b.shape(), a.dtype())?
+    };
     let sa = Saved::new("solve_triangular", a);
     autograd::record("LinalgSolveTriangular", &[a, b], &[x.clone()], move |ctx, g| {
         let a = sa.get()?;
@@ -164,9 +195,14 @@ fn lu_dets(m: &Mats) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
 /// `torch.linalg.det(A)`; gradient `g · det · A⁻ᵀ`.
 pub fn det(a: &Tensor) -> Result<Tensor> {
     let op = "linalg.det";
-    let m = square(op, a)?;
-    let (d, _, _) = lu_dets(&m);
-    let out = build(d, &m.batch, a.dtype())?;
+    let out = if a.device().is_cuda() {
+        check_mats(op, a, true)?;
+        cuda_path::dets(op, a)?.0
+    } else {
+        let m = square(op, a)?;
+        let (d, _, _) = lu_dets(&m);
+        build(d, &m.batch, a.dtype())?
+    };
     let sa = Saved::new("det", a);
     autograd::record("LinalgDet", &[a], &[out.clone()], move |ctx, g| {
         let a = sa.get()?;
@@ -180,10 +216,15 @@ pub fn det(a: &Tensor) -> Result<Tensor> {
 /// `torch.linalg.slogdet(A)`: `(sign, log|det|)`; only `log|det|` has a gradient (`g · A⁻ᵀ`).
 pub fn slogdet(a: &Tensor) -> Result<(Tensor, Tensor)> {
     let op = "linalg.slogdet";
-    let m = square(op, a)?;
-    let (_, s, l) = lu_dets(&m);
-    let sign = build(s, &m.batch, a.dtype())?;
-    let logabs = build(l, &m.batch, a.dtype())?;
+    let (sign, logabs) = if a.device().is_cuda() {
+        check_mats(op, a, true)?;
+        let (_, s, l) = cuda_path::dets(op, a)?;
+        (s, l)
+    } else {
+        let m = square(op, a)?;
+        let (_, s, l) = lu_dets(&m);
+        (build(s, &m.batch, a.dtype())?, build(l, &m.batch, a.dtype())?)
+    };
     let sa = Saved::new("slogdet", a);
     // both outputs belong to the node (the sign's gradient is zero, as in PyTorch)
     autograd::record("LinalgSlogdet", &[a], &[sign.clone(), logabs.clone()], move |_, g| {
@@ -205,16 +246,22 @@ pub fn logdet(a: &Tensor) -> Result<Tensor> {
 /// `torch.linalg.cholesky(A, upper=False)` and its `info` (0, or the failing minor's order).
 pub fn cholesky_ex(a: &Tensor, upper: bool) -> Result<(Tensor, Vec<i32>)> {
     let op = "linalg.cholesky";
-    let m = square(op, a)?;
-    let n = m.n;
-    let mut out = Vec::with_capacity(m.data.len());
-    let mut infos = Vec::with_capacity(m.count());
-    for i in 0..m.count() {
-        let (l, info) = dense::cholesky(m.get(i), n);
-        out.extend(l);
-        infos.push(info);
-    }
-    let l = build(out, a.shape(), a.dtype())?;
+    let (l, infos) = if a.device().is_cuda() {
+        check_mats(op, a, true)?;
+        let (l, info) = cuda_path::cholesky(op, a)?;
+        (l, cuda_path::infos_host(&info)?)
+    } else {
+        let m = square(op, a)?;
+        let n = m.n;
+        let mut out = Vec::with_capacity(m.data.len());
+        let mut infos = Vec::with_capacity(m.count());
+        for i in 0..m.count() {
+            let (l, info) = dense::cholesky(m.get(i), n);
+            out.extend(l);
+            infos.push(info);
+        }
+        (build(out, a.shape(), a.dtype())?, infos)
+    };
     let sa = Saved::new("cholesky", a);
     let _ = &sa;
     autograd::record("LinalgCholesky", &[a], &[l.clone()], move |ctx, g| {
@@ -251,13 +298,19 @@ pub fn cholesky_solve(b: &Tensor, l: &Tensor, upper: bool) -> Result<Tensor> {
 
 /// `torch.cholesky_inverse(L, upper=False)`: `(L Lᵀ)⁻¹`.
 pub fn cholesky_inverse(l: &Tensor, upper: bool) -> Result<Tensor> {
-    let m = square("cholesky_inverse", l)?;
-    let id = eye(m.n, m.n, l.dtype())?.broadcast_to(l.shape())?;
+    check_mats("cholesky_inverse", l, true)?;
+    let n = l.shape()[l.ndim() - 1];
+    let id = eye(n, n, l)?.broadcast_to(l.shape())?;
     cholesky_solve(&id, l, upper)
 }
 
 /// `info` of `inv_ex`/`solve_ex`: the first zero pivot of each LU (0 when invertible).
 pub(crate) fn lu_infos(a: &Tensor, op: &str) -> Result<(Vec<i32>, Vec<usize>)> {
+    if a.device().is_cuda() {
+        check_mats(op, a, true)?;
+        let f = cuda_path::lu(op, a)?;
+        return Ok((cuda_path::infos_host(&f.info)?, a.shape()[..a.ndim() - 2].to_vec()));
+    }
     let m = square(op, a)?;
     let mut v = Vec::with_capacity(m.count());
     for i in 0..m.count() {

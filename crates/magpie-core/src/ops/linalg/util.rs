@@ -47,8 +47,8 @@ pub(crate) fn check_float(op: &str, t: &Tensor) -> Result<()> {
     Ok(())
 }
 
-/// Reads `t` (at least 2-d, floating) as a batch of f64 matrices.
-pub(crate) fn mats(op: &str, t: &Tensor) -> Result<Mats> {
+/// Checks that `t` is a batch of floating matrices (at least 2-d), and square when `square`.
+pub(crate) fn check_mats(op: &str, t: &Tensor, square: bool) -> Result<()> {
     check_float(op, t)?;
     if t.ndim() < 2 {
         return Err(Error::shape(
@@ -56,6 +56,20 @@ pub(crate) fn mats(op: &str, t: &Tensor) -> Result<Mats> {
             format!("{op}: The input tensor A must have at least 2 dimensions."),
         ));
     }
+    let nd = t.ndim();
+    let (m, n) = (t.shape()[nd - 2], t.shape()[nd - 1]);
+    if square && m != n {
+        return Err(Error::shape(
+            op,
+            format!("{op}: A must be batches of square matrices, but they are {m} by {n} matrices"),
+        ));
+    }
+    Ok(())
+}
+
+/// Reads `t` (at least 2-d, floating) as a batch of f64 matrices.
+pub(crate) fn mats(op: &str, t: &Tensor) -> Result<Mats> {
+    check_mats(op, t, false)?;
     let nd = t.ndim();
     let data: Vec<f64> = cpu::to_vec(t)?;
     Ok(Mats { data, batch: t.shape()[..nd - 2].to_vec(), m: t.shape()[nd - 2], n: t.shape()[nd - 1] })
@@ -83,9 +97,9 @@ pub(crate) fn build(v: Vec<f64>, shape: &[usize], dtype: DType) -> Result<Tensor
     }
 }
 
-/// An `m×n` matrix with ones on the diagonal `i == j`, as `dtype`.
-pub(crate) fn eye(m: usize, n: usize, dtype: DType) -> Result<Tensor> {
-    Tensor::eye_on(m, n, dtype, crate::Device::Cpu)
+/// An `m×n` matrix with ones on the diagonal `i == j`, of `like`'s dtype and device.
+pub(crate) fn eye(m: usize, n: usize, like: &Tensor) -> Result<Tensor> {
+    Tensor::eye_on(m, n, like.dtype(), like.device())
 }
 
 /// A constant 0/1 mask of the lower (`lower`) or upper triangle with diagonal offset `k`,
@@ -118,11 +132,15 @@ pub(crate) fn triu(x: &Tensor, k: i64) -> Result<Tensor> {
 /// `diag_embed(v)`: a batch of diagonal matrices from the last dim of `v`.
 pub(crate) fn diag_embed(v: &Tensor) -> Result<Tensor> {
     let n = v.shape()[v.ndim() - 1];
-    v.unsqueeze(-1)?.mul(&eye(n, n, v.dtype())?)
+    v.unsqueeze(-1)?.mul(&eye(n, n, v)?)
 }
 
 /// `x.sgn()` as a constant (no history): -1, 0 or 1.
 pub(crate) fn sign_const(x: &Tensor) -> Result<Tensor> {
+    if x.device().is_cuda() {
+        let _ng = autograd::no_grad();
+        return x.detach().sign();
+    }
     let v: Vec<f64> = cpu::to_vec(x)?;
     let s: Vec<f64> = v.iter().map(|&a| if a > 0.0 { 1.0 } else if a < 0.0 { -1.0 } else { 0.0 }).collect();
     build(s, x.shape(), x.dtype())

@@ -15,8 +15,9 @@ fn list(v: Vec<Tensor>) -> Result<Value> {
     Ok(Value::from(v))
 }
 
-fn info(v: Vec<i32>, batch: &[usize]) -> Result<Tensor> {
-    Tensor::from_vec(v, batch)
+/// The `info` output of an `_ex` op, on the device of the op's input.
+fn info(v: Vec<i32>, batch: &[usize], dev: crate::Device) -> Result<Tensor> {
+    Tensor::from_vec(v, batch)?.to_device(dev)
 }
 
 fn batch_of(x: &Tensor) -> Vec<usize> {
@@ -57,7 +58,18 @@ fn with_info(op: &str, a: &Tensor, check: bool, f: impl FnOnce() -> Result<Tenso
         return Err(Error::value(op, format!("{op}: The diagonal element {} is zero, the inversion could not be completed because the input matrix is singular.", infos.iter().find(|&&i| i != 0).copied().unwrap_or(0))));
     }
     let x = if bad { Tensor::full_on(nan_shape, f64::NAN, a.dtype(), a.device())? } else { f()? };
-    Ok((x, info(infos, &batch)?))
+    Ok((x, info(infos, &batch, a.device())?))
+}
+
+/// The `driver=` keyword of the SVDs: accepted for CUDA inputs (every driver runs cuSOLVER's
+/// Jacobi SVD here), refused for CPU ones with PyTorch's message.
+fn svd_driver(a: &mut Args, op: &str, x: &Tensor) -> Result<()> {
+    match a.opt_str(KW, "driver")? {
+        None => Ok(()),
+        Some(_) if !x.device().is_cuda() => Err(Error::value(op, format!("torch.{op}: keyword argument `driver=` is only supported on CUDA inputs with cuSOLVER backend."))),
+        Some(d) if matches!(d.as_str(), "gesvd" | "gesvdj" | "gesvda") => Ok(()),
+        Some(d) => Err(Error::value(op, format!("torch.{op}: driver must be one of 'gesvd', 'gesvdj', 'gesvda' or None, but got {d}"))),
+    }
 }
 
 /// Registers the `torch.linalg` ops.
@@ -123,7 +135,7 @@ pub(crate) fn register(r: &mut Registry) {
         if check && infos.iter().any(|&i| i != 0) {
             return Err(Error::value("linalg.cholesky_ex", "linalg.cholesky_ex: The factorization could not be completed because the input is not positive-definite."));
         }
-        list(vec![l, info(infos, &batch_of(&x))?])
+        list(vec![l, info(infos, &batch_of(&x), x.device())?])
     });
     r.add("cholesky_solve", |a| {
         let b = a.tensor(0, "input")?;
@@ -156,7 +168,7 @@ pub(crate) fn register(r: &mut Registry) {
             return Err(Error::value(a.op(), "linalg.lu_factor_ex: the factorization found a zero pivot (singular matrix)"));
         }
         if ex {
-            list(vec![lu, piv, info(infos, &batch_of(&x))?])
+            list(vec![lu, piv, info(infos, &batch_of(&x), x.device())?])
         } else {
             list(vec![lu, piv])
         }
@@ -169,7 +181,7 @@ pub(crate) fn register(r: &mut Registry) {
         let infos_wanted = a.bool_or(2, "get_infos", false)?;
         let (lu, piv, infos) = la::lu_factor_ex(&x)?;
         if infos_wanted {
-            list(vec![lu, piv, info(infos, &batch_of(&x))?])
+            list(vec![lu, piv, info(infos, &batch_of(&x), x.device())?])
         } else {
             list(vec![lu, piv])
         }
@@ -223,9 +235,7 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("linalg.svd", |a| {
         let x = a.tensor(0, "A")?;
         let full = a.bool_or(1, "full_matrices", true)?;
-        if a.opt_str(KW, "driver")?.is_some() {
-            return Err(Error::unsupported("linalg.svd", "driver= (CUDA only in PyTorch)"));
-        }
+        svd_driver(a, "linalg.svd", &x)?;
         let (u, s, vh) = la::svd(&x, full)?;
         list(vec![u, s, vh])
     });
@@ -240,9 +250,7 @@ pub(crate) fn register(r: &mut Registry) {
     });
     r.add("linalg.svdvals", |a| {
         let x = a.tensor(0, "A")?;
-        if a.opt_str(KW, "driver")?.is_some() {
-            return Err(Error::unsupported("linalg.svdvals", "driver= (CUDA only in PyTorch)"));
-        }
+        svd_driver(a, "linalg.svdvals", &x)?;
         t(la::svdvals(&x)?)
     });
     r.add("linalg.pinv", |a| {
