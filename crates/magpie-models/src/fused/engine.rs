@@ -199,6 +199,9 @@ impl FusedDecoder {
         k.split_min_gain = cfg.gemv_split_min_gain;
         k.evict_first = cfg.l2_prefetch > 0;
         k.chain_grid = cfg.chain_grid;
+        if cfg.decode_chain {
+            k.load_chain(&dev)?;
+        }
         let lp = w
             .layers
             .iter()

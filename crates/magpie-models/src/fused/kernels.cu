@@ -309,31 +309,15 @@ __device__ __forceinline__ u64 l2_policy(int evict_first) {
     return pol;
 }
 
-// 16 bytes of an activation row. CO (the persistent chain, gemv_chain): through L2 (ld.global.cg),
-// since other blocks of the same kernel wrote the row before a grid barrier and the non-coherent
-// path (__ldg) is only valid for data that no thread changes during the kernel.
+// 16 bytes of an activation row. CO (the persistent chain, gemv_chain): a plain (weak) load, since
+// other blocks of the same kernel wrote the row before a grid barrier and the non-coherent path
+// (__ldg) is only valid for data that no thread changes during the kernel; the barrier's acquire
+// makes the weak load see those writes (PTX memory model), and the L1 still serves the row's reuse.
+// (A first version read through L2 with ld.global.cg; benchmark/NOTES.md has both.)
 template <int CO>
 __device__ __forceinline__ uint4 ld_act(const uint4* p) {
     if (!CO) return __ldg(p);
-    uint4 r;
-    asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
-    return r;
-}
-// One element of the residual stream (read-modify-written by the residual epilogue), as ld_act.
-template <int CO>
-__device__ __forceinline__ T ld_res(const T* p) {
-    if (!CO) return *p;
-    T r;
-    if (sizeof(T) == 4) {
-        unsigned u;
-        asm volatile("ld.global.cg.u32 %0, [%1];" : "=r"(u) : "l"(p));
-        memcpy(&r, &u, 4);
-    } else {
-        unsigned short u;
-        asm volatile("ld.global.cg.u16 %0, [%1];" : "=h"(u) : "l"(p));
-        memcpy(&r, &u, 2);
-    }
-    return r;
+    return *p;
 }
 
 // Weight rows of unit u: one row, or the pair of the gated / attention epilogues.
@@ -495,7 +479,7 @@ __device__ __forceinline__ void gemv_group(const GemvArgs& a, int ub, u64 pol, f
         float d = rnd(s0);
         if (a.bias) d = rnd(d + to_f32(a.bias[r0]));
         T* xr = a.res + (i64)b * a.N + r0;
-        *xr = cvt<T>(to_f32(ld_res<CO>(xr)) + d);
+        *xr = cvt<T>(to_f32(*xr) + d);
     } else if (a.epi == 2) {
         float g = rnd(s0);
         if (a.bias) g = rnd(g + to_f32(a.bias[r0]));
@@ -573,10 +557,12 @@ __device__ __forceinline__ void gemv_fused(const GemvArgs& a) {
 #define MP_GEMVX(MB, R, N) \
     extern "C" __global__ void __launch_bounds__(128) MP_K(fused_gemvx##MB##r##R##n##N)(const GemvArgs a) { gemv_fused<MB, R, N>(a); }
 #define MP_GEMVX_MB(MB) MP_GEMVX(MB, 1, 0) MP_GEMVX(MB, 1, 1) MP_GEMVX(MB, 1, 2) MP_GEMVX(MB, 2, 1) MP_GEMVX(MB, 2, 2)
+#ifndef MP_CHAIN_MODULE
 MP_GEMVX_MB(1)
 MP_GEMVX_MB(2)
 MP_GEMVX_MB(3)
 MP_GEMVX_MB(4)
+#endif
 
 // ---- the persistent chain: consecutive fused GEMVs in one kernel, grid barriers between them ----
 //
@@ -668,7 +654,10 @@ __device__ __forceinline__ void gemv_chain(const ChainArgs& c) {
 }
 #define MP_CHAIN(MB, N) \
     extern "C" __global__ void __launch_bounds__(128, CH_MINB(MB, N)) MP_K(fused_chain##MB##n##N)(const ChainArgs c) { gemv_chain<MB, N>(c); }
+// compiled as a module of their own (MP_CHAIN_MODULE), only for an engine that runs the chain
+#ifdef MP_CHAIN_MODULE
 MP_CHAIN(1, 1) MP_CHAIN(1, 2) MP_CHAIN(2, 1) MP_CHAIN(2, 2) MP_CHAIN(3, 1) MP_CHAIN(3, 2) MP_CHAIN(4, 1) MP_CHAIN(4, 2)
+#endif
 
 // ---- decode attention in one kernel (a cluster of ATT_SPLITS blocks per head group) ----
 //

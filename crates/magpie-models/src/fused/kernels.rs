@@ -169,8 +169,9 @@ pub struct Kernels {
     gemvx_f32: [[Func; 3]; 4],
     /// One-kernel decode attention (`attn_decode`) by (lanes per key, query heads per block).
     attn: Vec<((usize, usize), Func)>,
-    /// Persistent chains of fused GEMVs (`gemv_chain`) for 1..=4 rows, by norm (RMS, Layer).
-    chain: [[Func; 2]; 4],
+    /// Persistent chains of fused GEMVs (`gemv_chain`) for 1..=4 rows, by norm (RMS, Layer):
+    /// a module of their own, compiled by [`load_chain`](Self::load_chain).
+    chain: Option<[[Func; 2]; 4]>,
     /// Blocks of a chain's grid (0: the most that stay resident, [`CHAIN_MIN_BLOCKS`] per SM;
     /// fewer for tests: the products then loop over more unit groups per block).
     pub chain_grid: usize,
@@ -320,10 +321,6 @@ impl Kernels {
         for (lk, g) in ATTN_VARIANTS {
             plain.push(format!("attn_l{lk}g{g}"));
         }
-        for mb in 1..=4 {
-            plain.push(format!("chain{mb}n1"));
-            plain.push(format!("chain{mb}n2"));
-        }
         let load = |names: &[String], suffix: &str, src: &str| -> Result<HashMap<String, Func>> {
             let full: Vec<String> = names.iter().map(|k| format!("fused_{k}{suffix}")).collect();
             let fs = compile::functions(dev, &format!("fused{suffix}"), src, &full)?;
@@ -346,18 +343,33 @@ impl Kernels {
             gemvx: [gemvx(1, &f)?, gemvx(2, &f)?, gemvx(3, &f)?, gemvx(4, &f)?],
             gemvx_f32: [gemvx_plain(1, &g)?, gemvx_plain(2, &g)?, gemvx_plain(3, &g)?, gemvx_plain(4, &g)?],
             attn: ATTN_VARIANTS.iter().map(|&(lk, gb)| Ok(((lk, gb), f(&format!("attn_l{lk}g{gb}"))?))).collect::<Result<_>>()?,
-            chain: [
-                [f("chain1n1")?, f("chain1n2")?],
-                [f("chain2n1")?, f("chain2n2")?],
-                [f("chain3n1")?, f("chain3n2")?],
-                [f("chain4n1")?, f("chain4n2")?],
-            ],
+            chain: None,
             chain_grid: 0,
             gemv_split: 0,
             split_min_gain: 2,
             pdl: true,
             evict_first: true,
         })
+    }
+
+    /// Compiles (or loads from the kernel cache) the persistent chain kernels ([`gemv_chain`](Self::gemv_chain)),
+    /// a module of their own so that engines without the chain do not pay their compilation.
+    pub fn load_chain(&mut self, dev: &CudaDevice) -> Result<()> {
+        if self.chain.is_some() {
+            return Ok(());
+        }
+        let t = ctype(self.dtype)?;
+        let suffix = format!("_{}_chain", self.dtype.name());
+        let src = format!("{PREAMBLE}\ntypedef {t} T;\ntypedef {t} OT;\n#define MP_SUFFIX {suffix}\n#define MP_CHAIN_MODULE\n{SRC}");
+        let names: Vec<String> = (1..=4).flat_map(|mb| [1, 2].map(|n| format!("fused_chain{mb}n{n}{suffix}"))).collect();
+        let fs = compile::functions(dev, &format!("fused{suffix}"), &src, &names)?;
+        let mut chain = [[None; 2]; 4];
+        for (i, f) in fs.into_iter().enumerate().take(8) {
+            chain[i / 2][i % 2] = Some(f);
+        }
+        let get = |mb: usize, n: usize| chain[mb][n].ok_or_else(|| Error::device("fused", format!("kernel chain{}n{} missing", mb + 1, n + 1)));
+        self.chain = Some([[get(0, 0)?, get(0, 1)?], [get(1, 0)?, get(1, 1)?], [get(2, 0)?, get(2, 1)?], [get(3, 0)?, get(3, 1)?]]);
+        Ok(())
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -477,6 +489,9 @@ impl Kernels {
     /// norm kind; no L2 prefetch plan.
     pub fn gemv_chain(&self, dev: &CudaDevice, calls: &[GemvCall], bar: u64) -> Result<()> {
         let op = "fused.gemv_chain";
+        let Some(chain) = self.chain.as_ref() else {
+            return Err(Error::value(op, "the chain kernels are not loaded (Kernels::load_chain)"));
+        };
         if calls.is_empty() || calls.len() > CHAIN_MAX {
             return Err(Error::value(op, format!("a chain runs 1 to {CHAIN_MAX} products, got {}", calls.len())));
         }
@@ -515,7 +530,7 @@ impl Kernels {
         let a = ChainArgs { p, bar, n: calls.len() as i32, var, pad: 0 };
         let mut args = Args::new();
         args.push(a);
-        self.go(dev, op, self.chain[m - 1][nk - 1], (grid as u32, 1, 1), (128, 1, 1), 0, &mut args)
+        self.go(dev, op, chain[m - 1][nk - 1], (grid as u32, 1, 1), (128, 1, 1), 0, &mut args)
     }
 
     /// The kernel arguments of one fused GEMV (see [`gemv_fused`](Self::gemv_fused)) and its variant.
