@@ -20,15 +20,22 @@ T0=$SECONDS
 echo "tests rc=$? $((SECONDS-T0)) s"; grep -E "^test |test result|panicked" $OUT/tests.txt | head -20
 A="--configs benchmark/models/configs --metrics decode,decode_steady --reps 3 --path fused"
 v() { local name=$1 cases=$2 bin=$3; shift 3; echo "# $name"; timeout ${VT:-60} env "$@" $G/bin/$bin --cases $cases $A; echo "## $name rc=$? done at $((SECONDS-T0)) s" >&2; }
+# BENCH=2: this branch's binary alone, chain off and on (after the tests filled the kernel cache)
+[ "${BENCH:-1}" = 2 ] && {
+v new gpt2,llama-3.2-1b bench-models
+v chain gpt2,llama-3.2-1b bench-models MAGPIE_FUSED_CHAIN=1
+v new-again gpt2,llama-3.2-1b bench-models
+v chain-again gpt2,llama-3.2-1b bench-models MAGPIE_FUSED_CHAIN=1
+} > $OUT/variants.jsonl 2> $OUT/variants.err
 [ "${BENCH:-1}" = 1 ] && {
 VT=110 v base gpt2,llama-3.2-1b bench-models-base
 VT=110 v new gpt2,llama-3.2-1b bench-models
 v chain gpt2,llama-3.2-1b bench-models MAGPIE_FUSED_CHAIN=1
 v base-again gpt2,llama-3.2-1b bench-models-base
 v chain-again gpt2,llama-3.2-1b bench-models MAGPIE_FUSED_CHAIN=1
-[ "${BATCHED:-1}" = 1 ] && VT=90 v new-batched llama-3.2-1b-b16,llama-3.2-1b-b64 bench-models
+[ "${BATCHED:-0}" = 1 ] && VT=90 v new-batched llama-3.2-1b-b16,llama-3.2-1b-b64 bench-models
 } > $OUT/variants.jsonl 2> $OUT/variants.err
-[ "${BENCH:-1}" = 1 ] && cat $OUT/variants.err && python3 - $OUT/variants.jsonl <<'PY'
+[ "${BENCH:-1}" != 0 ] && cat $OUT/variants.err && python3 - $OUT/variants.jsonl <<'PY'
 import json, sys
 name = None
 for line in open(sys.argv[1]):
