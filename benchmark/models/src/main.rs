@@ -211,7 +211,10 @@ fn run_case(a: &Args, case: &str, path: &str) -> Result<Vec<Value>> {
         let l2_prefetch = std::env::var("MAGPIE_FUSED_PF_MB").ok().and_then(|v| v.parse::<usize>().ok()).map_or(EngineConfig::default().l2_prefetch, |m| m << 20);
         // MAGPIE_FUSED_ARGMAX=0: greedy selection by a pass over the logits (not the LM head's argmax)
         let fused_argmax = std::env::var("MAGPIE_FUSED_ARGMAX").map_or(true, |v| v != "0");
-        let cfg = EngineConfig { max_batch: batch, max_len: prompt_len + new_tokens.max(1), gemv, pdl, fuse, gemv_split, gemv_split_min_gain, attention_kernel, l2_prefetch, fused_argmax, ..EngineConfig::default() };
+        // MAGPIE_FUSED_CHAIN=1: a block's o, gate|up, down and the next q|k|v as one persistent
+        // kernel with grid barriers (EngineConfig::decode_chain)
+        let decode_chain = std::env::var("MAGPIE_FUSED_CHAIN").map_or(EngineConfig::default().decode_chain, |v| v != "0");
+        let cfg = EngineConfig { max_batch: batch, max_len: prompt_len + new_tokens.max(1), gemv, pdl, fuse, gemv_split, gemv_split_min_gain, attention_kernel, l2_prefetch, fused_argmax, decode_chain, ..EngineConfig::default() };
         engine = Some(FusedDecoder::from_model(&model, cfg)?);
     }
     // the fused engines hold what they read: free the module tree (its unfused q/k/v, gate/up)

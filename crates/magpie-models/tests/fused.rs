@@ -382,6 +382,58 @@ fn l2_prefetch_and_fused_argmax_change_no_value() {
     }
 }
 
+/// The persistent chain (a block's o, gate|up, down and the next block's q|k|v in one kernel with
+/// grid barriers between them) against one kernel per product: every step's logits bit-equal and
+/// the same tokens, for GPT-2 (LayerNorm, GELU, biases), Llama (RMSNorm, SwiGLU, rope), Qwen2 (q/k/v
+/// bias), odd widths, batches 1-4 at different positions, f32 and bf16, with the grid the device
+/// keeps resident and with grids of 1 and 3 blocks (every block loops over many unit groups and
+/// meets the others at each barrier; a barrier that let a block through early would read stale rows).
+#[test]
+fn persistent_chain_equals_one_kernel_per_product() {
+    let Some(_serial) = gpu() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let prompts: Vec<Vec<u32>> = vec![(0..11).map(|i| (i * 29 + 3) % 500).collect(), vec![5, 9], (0..17).map(|i| (i * 13 + 7) % 500).collect(), vec![3]];
+    for dtype in [DType::F32, DType::BF16] {
+        let opts = LoadOptions { dtype, device: DEV };
+        let models = [
+            ("random llama", random(tmp.path(), "llama", dtype)),
+            ("random gpt2", random(tmp.path(), "gpt2", dtype)),
+            ("tiny-qwen2", load(&fixture("tiny-qwen2"), dtype)),
+            ("odd llama", AutoModel::from_config_random(odd_model(tmp.path(), "llama"), &opts, 5).unwrap()),
+            ("odd gpt2", AutoModel::from_config_random(odd_model(tmp.path(), "gpt2"), &opts, 6).unwrap()),
+        ];
+        for (label, m) in &models {
+            for batch in 1..=4 {
+                let base = EngineConfig { max_batch: 4, max_len: 64, ..EngineConfig::default() };
+                let steps = |cfg: EngineConfig| {
+                    let mut e = FusedDecoder::from_model(m, cfg).unwrap();
+                    e.set_sampling(magpie_models::fused::sample_args(&greedy(1))).unwrap();
+                    for (r, p) in prompts[..batch].iter().enumerate() {
+                        e.prefill(r, p).unwrap();
+                    }
+                    let mut out = Vec::new();
+                    for _ in 0..3 {
+                        e.decode_step(batch).unwrap();
+                        out.push((e.logits(batch).unwrap(), e.tokens(batch).unwrap()));
+                    }
+                    assert!(e.decode_fused(batch), "{label} {dtype} batch {batch}: the decode step is not fused");
+                    out
+                };
+                let want = steps(base);
+                for grid in [0, 1, 3] {
+                    let got = steps(EngineConfig { decode_chain: true, chain_grid: grid, ..base });
+                    for (i, ((gl, gt), (wl, wt))) in got.iter().zip(&want).enumerate() {
+                        let at = format!("{label} {dtype} batch {batch} chain grid {grid} step {i}");
+                        let diff = gl.iter().zip(wl).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
+                        assert_eq!(diff, 0, "{at}: {diff} logits differ from one kernel per product (max rel diff {})", rel_diff(gl, wl));
+                        assert_eq!(gt, wt, "{at}: tokens differ from one kernel per product");
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn batches_of_different_lengths_and_chunked_prefill_equal_single_rows() {
     let Some(_serial) = gpu() else { return };

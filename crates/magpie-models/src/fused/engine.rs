@@ -6,7 +6,7 @@
 
 use super::buffers::{download, opt_ptr, ptr, upload, Buf};
 use magpie_core::backend::cuda::memcpy;
-use super::kernels::{AttnShape, GemvEpi, GemvNorm, Kernels, SampleArgs};
+use super::kernels::{AttnShape, GemvCall, GemvEpi, GemvNorm, Kernels, SampleArgs};
 use super::prefetch::{self, Prefetch, Read};
 use super::weights::{DecoderWeights, NormKind, NormW, Spec};
 use magpie_core::backend::cuda::attention::{self, AttnOperand, Causal, DecodeParams, FlashParams};
@@ -55,6 +55,13 @@ pub struct EngineConfig {
     /// In the folded decode step, the LM head also finds each row's largest logit, so a greedy
     /// selection without repetition penalty needs no pass over the logits.
     pub fused_argmax: bool,
+    /// In the folded decode step (without an L2 prefetch plan), each block's products after
+    /// attention (o, gate|up, down) and the next block's q|k|v run as one persistent kernel with
+    /// grid barriers between them instead of four kernels (false: one kernel per product, the
+    /// default until the chain is faster on the benchmark).
+    pub decode_chain: bool,
+    /// Blocks of a chain's grid (0: as many as stay resident on the device; tests use fewer).
+    pub chain_grid: usize,
 }
 
 impl Default for EngineConfig {
@@ -72,6 +79,8 @@ impl Default for EngineConfig {
             attention_kernel: true,
             l2_prefetch: 0,
             fused_argmax: true,
+            decode_chain: false,
+            chain_grid: 0,
         }
     }
 }
@@ -135,6 +144,8 @@ struct Buffers {
     hist: MappedI32,
     /// Marks the end of the last two steps (even and odd).
     events: [Event; 2],
+    /// u32 `[2]`: the grid barrier of the persistent chain (arrivals, generation), zeroed once.
+    chain_bar: Buf,
 }
 
 /// A decoder (GPT-2, Llama, Qwen2) as fused CUDA work. Built from a loaded model; holds its own
@@ -187,6 +198,10 @@ impl FusedDecoder {
         k.gemv_split = cfg.gemv_split;
         k.split_min_gain = cfg.gemv_split_min_gain;
         k.evict_first = cfg.l2_prefetch > 0;
+        k.chain_grid = cfg.chain_grid;
+        if cfg.decode_chain {
+            k.load_chain(&dev)?;
+        }
         let lp = w
             .layers
             .iter()
@@ -252,9 +267,11 @@ impl FusedDecoder {
             amax: bf(DType::I64, cfg.max_batch, "argmax slots")?,
             hist: MappedI32::new(&dev, cfg.max_batch * cfg.max_len)?,
             events: [Event::new(&dev)?, Event::new(&dev)?],
+            chain_bar: bf(DType::I32, 2, "chain barrier")?,
         };
         let greedy = SampleArgs { temperature: 0.0, top_k: 0, top_p: 1.0, penalty: 1.0, seed: 0 };
         upload(&dev, b.amax.ptr, &vec![0u64; cfg.max_batch])?;
+        upload(&dev, b.chain_bar.ptr, &[0u32; 2])?;
         let l2 = dev.ctx.attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE).map_err(|e| Error::device(op, format!("reading the L2 cache size: {e}")))?;
         let l2_window = cfg.l2_prefetch.min(l2.max(0) as usize / 4 * 3) as u64;
         let mut e = FusedDecoder { dev, dtype, k, w, lp, cfg, b, graphs: HashMap::new(), sampling: greedy, l2_window };
@@ -487,10 +504,20 @@ impl FusedDecoder {
         let pf = self.prefetch_plan(use_attn)?;
         let mut pf = pf.iter();
         let mut next = || pf.next().copied().unwrap_or_default();
+        // the persistent chain: a block's o, gate|up, down and the next block's q|k|v in one kernel
+        let chain = self.cfg.decode_chain && self.l2_window == 0;
+        let qkv_call = |li: usize| {
+            let l = &self.lp[li];
+            let (kc, vc) = (b.k_cache[li].ptr, b.v_cache[li].ptr);
+            let epi = GemvEpi::Qkv { q: b.q.ptr, kc, vc, bias: l.qkv_b, pos: b.pos.ptr, cos, sin, heads: (s.heads, s.kv_heads, s.head_dim), cache_strides: (cache_sb, cache_sh) };
+            GemvCall { m, n: qd + 2 * kvd, k: s.hidden, x: b.x.ptr, w: l.qkv_w, norm: norm(l.n1), epi }
+        };
         for (li, l) in self.lp.iter().enumerate() {
             let (kc, vc) = (b.k_cache[li].ptr, b.v_cache[li].ptr);
-            let qkv = GemvEpi::Qkv { q: b.q.ptr, kc, vc, bias: l.qkv_b, pos: b.pos.ptr, cos, sin, heads: (s.heads, s.kv_heads, s.head_dim), cache_strides: (cache_sb, cache_sh) };
-            k.gemv_fused(d, m, qd + 2 * kvd, s.hidden, b.x.ptr, l.qkv_w, norm(l.n1), qkv, &next())?;
+            if !chain || li == 0 {
+                let c = qkv_call(li);
+                k.gemv_fused(d, m, c.n, c.k, c.x, c.w, c.norm, c.epi, &next())?;
+            }
             if use_attn(kc, vc) {
                 k.attn_decode(d, &shape, b.q.ptr, kc, vc, b.attn.ptr, b.kvlen.ptr, &next(), self.l2_window > 0)?;
             } else {
@@ -498,14 +525,27 @@ impl FusedDecoder {
                 let cache = |ptr: u64| AttnOperand { ptr, sb: cache_sb, sh: cache_sh, ss: s.head_dim as i64 };
                 attention::flash_decode(d, &p, qo(b.q.ptr), cache(kc), cache(vc), qo(b.attn.ptr), b.kvlen.ptr, b.ws.ptr)?;
             }
-            k.gemv_fused(d, m, s.hidden, qd, b.attn.ptr, l.o_w, None, GemvEpi::Residual { res: b.x.ptr, bias: l.o_b }, &next())?;
             let (up, mlp) = if s.gated {
                 (2 * s.inter, GemvEpi::Gated { out: b.act.ptr, bias: l.up_b, kind: s.act })
             } else {
                 (s.inter, GemvEpi::Act { out: b.act.ptr, bias: l.up_b, kind: s.act })
             };
-            k.gemv_fused(d, m, up, s.hidden, b.x.ptr, l.up_w, norm(l.n2), mlp, &next())?;
-            k.gemv_fused(d, m, s.hidden, s.inter, b.act.ptr, l.down_w, None, GemvEpi::Residual { res: b.x.ptr, bias: l.down_b }, &next())?;
+            let calls = [
+                GemvCall { m, n: s.hidden, k: qd, x: b.attn.ptr, w: l.o_w, norm: None, epi: GemvEpi::Residual { res: b.x.ptr, bias: l.o_b } },
+                GemvCall { m, n: up, k: s.hidden, x: b.x.ptr, w: l.up_w, norm: norm(l.n2), epi: mlp },
+                GemvCall { m, n: s.hidden, k: s.inter, x: b.act.ptr, w: l.down_w, norm: None, epi: GemvEpi::Residual { res: b.x.ptr, bias: l.down_b } },
+            ];
+            if chain {
+                let mut v = calls.to_vec();
+                if li + 1 < self.lp.len() {
+                    v.push(qkv_call(li + 1));
+                }
+                k.gemv_chain(d, &v, b.chain_bar.ptr)?;
+            } else {
+                for c in calls {
+                    k.gemv_fused(d, m, c.n, c.k, c.x, c.w, c.norm, c.epi, &next())?;
+                }
+            }
         }
         let fin = (ptr(&self.w.final_norm.w)?, opt_ptr(&self.w.final_norm.b)?);
         let amax = if self.cfg.fused_argmax { b.amax.ptr } else { 0 };

@@ -309,6 +309,17 @@ __device__ __forceinline__ u64 l2_policy(int evict_first) {
     return pol;
 }
 
+// 16 bytes of an activation row. CO (the persistent chain, gemv_chain): a plain (weak) load, since
+// other blocks of the same kernel wrote the row before a grid barrier and the non-coherent path
+// (__ldg) is only valid for data that no thread changes during the kernel; the barrier's acquire
+// makes the weak load see those writes (PTX memory model), and the L1 still serves the row's reuse.
+// (A first version read through L2 with ld.global.cg; benchmark/NOTES.md has both.)
+template <int CO>
+__device__ __forceinline__ uint4 ld_act(const uint4* p) {
+    if (!CO) return __ldg(p);
+    return *p;
+}
+
 // Weight rows of unit u: one row, or the pair of the gated / attention epilogues.
 template <int R>
 __device__ __forceinline__ void unit_rows(const GemvArgs& a, int u, i64& r0, i64& r1) {
@@ -325,7 +336,7 @@ __device__ __forceinline__ void unit_rows(const GemvArgs& a, int u, i64& r0, i64
 // One 16-byte chunk c of the unit's weight rows (already loaded) into the sums v:
 // v[r * MB + b]: products; v[R MB + b]: sum x^2; v[(R + 1) MB + b]: sum x;
 // v[(R + 2) MB + r]: sum W w; v[(R + 2) MB + R + r]: sum W b
-template <int MB, int R, int NORM>
+template <int MB, int R, int NORM, int CO>
 __device__ __forceinline__ void gemv_chunk(const GemvArgs& a, int c, const MpVec<T, 16 / sizeof(T)>* wv, float* v) {
     const int V = 16 / sizeof(T), K = a.K;
     float g[V], bb[V];
@@ -352,7 +363,7 @@ __device__ __forceinline__ void gemv_chunk(const GemvArgs& a, int c, const MpVec
 #pragma unroll
     for (int b = 0; b < MB; b++) {
         MpVec<T, V> xv;
-        xv.raw = __ldg(reinterpret_cast<const uint4*>(a.x + (i64)b * K) + c);
+        xv.raw = ld_act<CO>(reinterpret_cast<const uint4*>(a.x + (i64)b * K) + c);
 #pragma unroll
         for (int e = 0; e < V; e++) {
             float xf = to_f32(xv.v[e]);
@@ -367,7 +378,7 @@ __device__ __forceinline__ void gemv_chunk(const GemvArgs& a, int c, const MpVec
 
 // G chunks of the unit's weight rows from chunk c on (`step` apart): the G R loads are issued
 // together, then the chunks are summed in order.
-template <int MB, int R, int NORM, int G>
+template <int MB, int R, int NORM, int G, int CO>
 __device__ __forceinline__ void gemv_batch(const GemvArgs& a, const uint4* w0, const uint4* w1, int c, int step, u64 pol, float* v) {
     MpVec<T, 16 / sizeof(T)> wv[G][R];
 #pragma unroll
@@ -376,12 +387,12 @@ __device__ __forceinline__ void gemv_batch(const GemvArgs& a, const uint4* w0, c
         if (R == 2) wv[u][R - 1].raw = ld_w(w1 + c + u * step, pol);
     }
 #pragma unroll
-    for (int u = 0; u < G; u++) gemv_chunk<MB, R, NORM>(a, c + u * step, wv[u], v);
+    for (int u = 0; u < G; u++) gemv_chunk<MB, R, NORM, CO>(a, c + u * step, wv[u], v);
 }
 
 // One unit group `ub` of the block: each warp's unit (or its K part), the partial sums of a split
 // unit, the epilogue.
-template <int MB, int R, int NORM>
+template <int MB, int R, int NORM, int CO>
 __device__ __forceinline__ void gemv_group(const GemvArgs& a, int ub, u64 pol, float (*part)[R * MB + (NORM ? MB : 0) + (NORM == 2 ? MB + 2 * R : 0)]) {
     const int NV = R * MB + (NORM ? MB : 0) + (NORM == 2 ? MB + 2 * R : 0);
     const int K = a.K, chunks = K / (16 / sizeof(T));
@@ -404,16 +415,16 @@ __device__ __forceinline__ void gemv_group(const GemvArgs& a, int ub, u64 pol, f
         // order whatever the batches (the same sums bit for bit).
         const int step = 32 * ks;
         int c = kpart * 32 + lane;
-        for (; c + (GU - 1) * step < chunks; c += GU * step) gemv_batch<MB, R, NORM, GU>(a, w0, w1, c, step, pol, v);
+        for (; c + (GU - 1) * step < chunks; c += GU * step) gemv_batch<MB, R, NORM, GU, CO>(a, w0, w1, c, step, pol, v);
         if (GU >= 8 && c + 3 * step < chunks) {
-            gemv_batch<MB, R, NORM, (GU >= 8 ? 4 : 1)>(a, w0, w1, c, step, pol, v);
+            gemv_batch<MB, R, NORM, (GU >= 8 ? 4 : 1), CO>(a, w0, w1, c, step, pol, v);
             c += 4 * step;
         }
         if (GU >= 4 && c + step < chunks) {
-            gemv_batch<MB, R, NORM, (GU >= 4 ? 2 : 1)>(a, w0, w1, c, step, pol, v);
+            gemv_batch<MB, R, NORM, (GU >= 4 ? 2 : 1), CO>(a, w0, w1, c, step, pol, v);
             c += 2 * step;
         }
-        for (; c < chunks; c += step) gemv_batch<MB, R, NORM, 1>(a, w0, w1, c, step, pol, v);
+        for (; c < chunks; c += step) gemv_batch<MB, R, NORM, 1, CO>(a, w0, w1, c, step, pol, v);
     }
 #pragma unroll
     for (int j = 0; j < NV; j++) v[j] = warp_sum(v[j]);
@@ -503,48 +514,150 @@ __device__ __forceinline__ void gemv_group(const GemvArgs& a, int ub, u64 pol, f
     }
 }
 
+// Asks L2 for the first rows this block reads (its first unit group; weights only, so safe before
+// waiting on the previous kernel or at a grid barrier).
+template <int R>
+__device__ __forceinline__ void gemv_l2_first(const GemvArgs& a) {
+    const int K = a.K, chunks = K / (16 / (int)sizeof(T));
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    int ks = a.ks, upb = nwarps / ks, kpart = warp % ks;
+    const int step = 32 * ks;
+    int u = blockIdx.x * upb + warp / ks;
+    if (u < a.units) {
+        i64 r0, r1;
+        unit_rows<R>(a, u, r0, r1);
+        const uint4* w0 = reinterpret_cast<const uint4*>(a.w + r0 * K);
+        const uint4* w1 = reinterpret_cast<const uint4*>(a.w + r1 * K);
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            int c = kpart * 32 + lane + j * step;
+            if (c < chunks) {
+                asm volatile("prefetch.global.L2 [%0];" :: "l"(w0 + c));
+                if (R == 2) asm volatile("prefetch.global.L2 [%0];" :: "l"(w1 + c));
+            }
+        }
+    }
+}
+
 template <int MB, int R, int NORM>
 __device__ __forceinline__ void gemv_fused(const GemvArgs& a) {
     // per warp: R x MB products, then (NORM) MB sums of x^2, (LayerNorm) MB sums of x and R sums
     // of W w and of W b
     const int NV = R * MB + (NORM ? MB : 0) + (NORM == 2 ? MB + 2 * R : 0);
     __shared__ float part[4][NV];
-    const int V = 16 / sizeof(T);
-    const int K = a.K, chunks = K / V;
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
-    int ks = a.ks, upb = nwarps / ks, kpart = warp % ks;
-    const int step = 32 * ks;
+    int warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    int ks = a.ks, upb = nwarps / ks;
     const u64 pol = l2_policy(a.evict_first);
-    // prefetch this block's first unit rows to L2 (weights only: safe before the wait)
-    {
-        int u = blockIdx.x * upb + warp / ks;
-        if (u < a.units) {
-            i64 r0, r1;
-            unit_rows<R>(a, u, r0, r1);
-            const uint4* w0 = reinterpret_cast<const uint4*>(a.w + r0 * K);
-            const uint4* w1 = reinterpret_cast<const uint4*>(a.w + r1 * K);
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                int c = kpart * 32 + lane + j * step;
-                if (c < chunks) {
-                    asm volatile("prefetch.global.L2 [%0];" :: "l"(w0 + c));
-                    if (R == 2) asm volatile("prefetch.global.L2 [%0];" :: "l"(w1 + c));
-                }
-            }
-        }
-    }
+    gemv_l2_first<R>(a);
     if (a.pf_early) pf_share(a.pfp, a.pfn, blockIdx.x, gridDim.x);
     mp_pdl();
-    for (int ub = blockIdx.x; ub * upb < a.units; ub += gridDim.x) gemv_group<MB, R, NORM>(a, ub, pol, part);
+    for (int ub = blockIdx.x; ub * upb < a.units; ub += gridDim.x) gemv_group<MB, R, NORM, 0>(a, ub, pol, part);
     if (!a.pf_early) pf_share(a.pfp, a.pfn, blockIdx.x, gridDim.x);
 }
 #define MP_GEMVX(MB, R, N) \
     extern "C" __global__ void __launch_bounds__(128) MP_K(fused_gemvx##MB##r##R##n##N)(const GemvArgs a) { gemv_fused<MB, R, N>(a); }
 #define MP_GEMVX_MB(MB) MP_GEMVX(MB, 1, 0) MP_GEMVX(MB, 1, 1) MP_GEMVX(MB, 1, 2) MP_GEMVX(MB, 2, 1) MP_GEMVX(MB, 2, 2)
+#ifndef MP_CHAIN_MODULE
 MP_GEMVX_MB(1)
 MP_GEMVX_MB(2)
 MP_GEMVX_MB(3)
 MP_GEMVX_MB(4)
+#endif
+
+// ---- the persistent chain: consecutive fused GEMVs in one kernel, grid barriers between them ----
+//
+// After a block's attention, the decode step's products (o with the residual add, gate|up or fc,
+// down, the next block's q|k|v) each need the whole output of the one before (the norm reads the
+// whole residual row, down the whole activation row), so as kernels of their own each pays a
+// launch, a ramp and a tail. The chain runs up to CH_MAX of them in one kernel whose blocks all
+// stay resident (the host sizes the grid by the kernel's __launch_bounds__ minimum of blocks per
+// SM, CH_MINB) and meet at a grid barrier between products; before arriving, each block asks L2
+// for its first rows of the next product (weights never change), so its first loads after the
+// barrier hit L2. Each product runs its unit groups as gemv_fused does (same groups, same split,
+// the same sums bit for bit); activations are read through L2 (ld_act). No L2 prefetch plan.
+#define CH_MAX 4
+// blocks of 128 threads resident per SM that the compiler must allow (registers <= 65536 / (128 x
+// this)): room for the largest of the chain's GEMV variants (kernels.rs, CHAIN_MIN_BLOCKS, says the
+// same to the host)
+#define CH_MINB(MB, NORM) ((NORM) == 1 ? ((MB) == 1 ? 8 : (MB) == 2 ? 7 : (MB) == 3 ? 6 : 5) : 4)
+struct ChainArgs {
+    GemvArgs p[CH_MAX];
+    // {arrivals, generation}: zeroed once at allocation; every barrier leaves arrivals at zero
+    unsigned* bar;
+    int n;
+    // per product: 0 no norm, one row a unit; 1 the norm, one row; 2 the norm, row pairs
+    int var[CH_MAX];
+    int pad;
+};
+
+__device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+// Every block of the grid arrives before any leaves; writes before it are visible after it. The
+// last block to arrive resets the count and then publishes the next generation, so the next
+// barrier (of this kernel or a later one) starts from zero arrivals.
+__device__ __forceinline__ void grid_barrier(unsigned* bar) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        // the generation cannot move before this block arrives
+        unsigned gen = ld_acquire(bar + 1);
+        __threadfence();
+        if (atomicAdd(bar, 1u) == gridDim.x - 1) {
+            atomicExch(bar, 0u);
+            __threadfence();
+            asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(bar + 1), "r"(gen + 1) : "memory");
+        } else {
+            while (ld_acquire(bar + 1) == gen) {
+            }
+        }
+        __threadfence();
+    }
+    __syncthreads();
+}
+
+template <int MB, int R, int NORM>
+__device__ __forceinline__ void chain_run(const GemvArgs& a, float* part) {
+    const int NV = R * MB + (NORM ? MB : 0) + (NORM == 2 ? MB + 2 * R : 0);
+    const u64 pol = l2_policy(a.evict_first);
+    int upb = (blockDim.x >> 5) / a.ks;
+    for (int ub = blockIdx.x; ub * upb < a.units; ub += gridDim.x) gemv_group<MB, R, NORM, 1>(a, ub, pol, reinterpret_cast<float (*)[NV]>(part));
+}
+
+template <int MB, int NORM>
+__device__ __forceinline__ void gemv_chain(const ChainArgs& c) {
+    __shared__ float part[4 * (3 * MB + (NORM == 2 ? MB + 4 : 0))];
+    // the product's arguments, copied by one thread: a kernel parameter indexed by a run-time value
+    // would be copied to local memory by every thread
+    __shared__ GemvArgs sa;
+    for (int p = 0; p < c.n && p < CH_MAX; p++) {
+        if (threadIdx.x == 0) {
+            switch (p) {
+                case 0: sa = c.p[0]; break;
+                case 1: sa = c.p[1]; break;
+                case 2: sa = c.p[2]; break;
+                default: sa = c.p[3]; break;
+            }
+        }
+        const int var = p == 0 ? c.var[0] : p == 1 ? c.var[1] : p == 2 ? c.var[2] : c.var[3];
+        __syncthreads();
+        if (var == 2) gemv_l2_first<2>(sa);
+        else gemv_l2_first<1>(sa);
+        if (p == 0) mp_pdl();
+        else grid_barrier(c.bar);
+        if (var == 0) chain_run<MB, 1, 0>(sa, part);
+        else if (var == 1) chain_run<MB, 1, NORM>(sa, part);
+        else chain_run<MB, 2, NORM>(sa, part);
+        __syncthreads();  // `sa` is rewritten for the next product
+    }
+}
+#define MP_CHAIN(MB, N) \
+    extern "C" __global__ void __launch_bounds__(128, CH_MINB(MB, N)) MP_K(fused_chain##MB##n##N)(const ChainArgs c) { gemv_chain<MB, N>(c); }
+// compiled as a module of their own (MP_CHAIN_MODULE), only for an engine that runs the chain
+#ifdef MP_CHAIN_MODULE
+MP_CHAIN(1, 1) MP_CHAIN(1, 2) MP_CHAIN(2, 1) MP_CHAIN(2, 2) MP_CHAIN(3, 1) MP_CHAIN(3, 2) MP_CHAIN(4, 1) MP_CHAIN(4, 2)
+#endif
 
 // ---- decode attention in one kernel (a cluster of ATT_SPLITS blocks per head group) ----
 //

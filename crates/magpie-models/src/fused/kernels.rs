@@ -109,6 +109,47 @@ struct GemvArgs {
     pad: i32,
 }
 
+/// Products of one persistent chain at most (`CH_MAX` in kernels.cu).
+pub const CHAIN_MAX: usize = 4;
+
+/// Blocks of 128 threads per SM that the chain kernel of (rows, norm) is compiled to keep resident
+/// (`CH_MINB` in kernels.cu; index `[rows - 1][norm - 1]`, norm 1 RMS, 2 Layer): its grid never
+/// exceeds this many blocks per SM, so every block is resident at once and the grid barriers
+/// cannot wait on a block that has no SM.
+const CHAIN_MIN_BLOCKS: [[usize; 2]; 4] = [[8, 4], [7, 4], [6, 4], [5, 4]];
+
+/// One product of a persistent chain ([`Kernels::gemv_chain`]): the arguments of
+/// [`Kernels::gemv_fused`].
+#[derive(Clone, Copy, Debug)]
+pub struct GemvCall {
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub x: u64,
+    pub w: u64,
+    pub norm: Option<GemvNorm>,
+    pub epi: GemvEpi,
+}
+
+/// `ChainArgs` of kernels.cu, field for field.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct ChainArgs {
+    p: [GemvArgs; CHAIN_MAX],
+    bar: u64,
+    n: i32,
+    var: [i32; CHAIN_MAX],
+    pad: i32,
+}
+
+/// A fused GEMV's arguments as planned by [`Kernels::gemv_plan`].
+struct GemvPlan {
+    a: GemvArgs,
+    /// 0 one row a unit, no norm; 1 one row, a norm; 2 row pairs, a norm.
+    rows_norm: usize,
+    f32_out: bool,
+}
+
 /// The compiled kernels of one storage dtype.
 pub struct Kernels {
     pub dtype: DType,
@@ -128,6 +169,12 @@ pub struct Kernels {
     gemvx_f32: [[Func; 3]; 4],
     /// One-kernel decode attention (`attn_decode`) by (lanes per key, query heads per block).
     attn: Vec<((usize, usize), Func)>,
+    /// Persistent chains of fused GEMVs (`gemv_chain`) for 1..=4 rows, by norm (RMS, Layer):
+    /// a module of their own, compiled by [`load_chain`](Self::load_chain).
+    chain: Option<[[Func; 2]; 4]>,
+    /// Blocks of a chain's grid (0: the most that stay resident, [`CHAIN_MIN_BLOCKS`] per SM;
+    /// fewer for tests: the products then loop over more unit groups per block).
+    pub chain_grid: usize,
     /// Warps per output unit of the fused GEMV (1, 2 or 4); 0 chooses from the shape.
     pub gemv_split: usize,
     /// With `gemv_split` 0, choose the split by the rounds of batched weight loads
@@ -296,11 +343,33 @@ impl Kernels {
             gemvx: [gemvx(1, &f)?, gemvx(2, &f)?, gemvx(3, &f)?, gemvx(4, &f)?],
             gemvx_f32: [gemvx_plain(1, &g)?, gemvx_plain(2, &g)?, gemvx_plain(3, &g)?, gemvx_plain(4, &g)?],
             attn: ATTN_VARIANTS.iter().map(|&(lk, gb)| Ok(((lk, gb), f(&format!("attn_l{lk}g{gb}"))?))).collect::<Result<_>>()?,
+            chain: None,
+            chain_grid: 0,
             gemv_split: 0,
             split_min_gain: 2,
             pdl: true,
             evict_first: true,
         })
+    }
+
+    /// Compiles (or loads from the kernel cache) the persistent chain kernels ([`gemv_chain`](Self::gemv_chain)),
+    /// a module of their own so that engines without the chain do not pay their compilation.
+    pub fn load_chain(&mut self, dev: &CudaDevice) -> Result<()> {
+        if self.chain.is_some() {
+            return Ok(());
+        }
+        let t = ctype(self.dtype)?;
+        let suffix = format!("_{}_chain", self.dtype.name());
+        let src = format!("{PREAMBLE}\ntypedef {t} T;\ntypedef {t} OT;\n#define MP_SUFFIX {suffix}\n#define MP_CHAIN_MODULE\n{SRC}");
+        let names: Vec<String> = (1..=4).flat_map(|mb| [1, 2].map(|n| format!("fused_chain{mb}n{n}{suffix}"))).collect();
+        let fs = compile::functions(dev, &format!("fused{suffix}"), &src, &names)?;
+        let mut chain = [[None; 2]; 4];
+        for (i, f) in fs.into_iter().enumerate().take(8) {
+            chain[i / 2][i % 2] = Some(f);
+        }
+        let get = |mb: usize, n: usize| chain[mb][n].ok_or_else(|| Error::device("fused", format!("kernel chain{}n{} missing", mb + 1, n + 1)));
+        self.chain = Some([[get(0, 0)?, get(0, 1)?], [get(1, 0)?, get(1, 1)?], [get(2, 0)?, get(2, 1)?], [get(3, 0)?, get(3, 1)?]]);
+        Ok(())
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -395,6 +464,78 @@ impl Kernels {
     #[allow(clippy::too_many_arguments)]
     pub fn gemv_fused(&self, dev: &CudaDevice, m: usize, n: usize, k: usize, x: u64, w: u64, norm: Option<GemvNorm>, epi: GemvEpi, pf: &Prefetch) -> Result<()> {
         let op = "fused.gemv_fused";
+        let GemvPlan { a, rows_norm, f32_out } = self.gemv_plan(op, dev, &GemvCall { m, n, k, x, w, norm, epi }, pf)?;
+        let f = match (f32_out, rows_norm, a.norm) {
+            (false, 0, _) => self.gemvx[m - 1][0],
+            (false, 1, nk) => self.gemvx[m - 1][nk as usize],
+            (false, _, nk) => self.gemvx[m - 1][2 + nk as usize],
+            (true, 0, _) => self.gemvx_f32[m - 1][0],
+            (true, 1, nk) => self.gemvx_f32[m - 1][nk as usize],
+            _ => return Err(Error::value(op, "f32 output is for plain products")),
+        };
+        let warps = 4usize;
+        let blocks = (a.units as usize).div_ceil(warps / a.ks as usize).clamp(1, i32::MAX as usize);
+        let mut args = Args::new();
+        args.push(a);
+        self.go(dev, op, f, (blocks as u32, 1, 1), (32 * warps as u32, 1, 1), 0, &mut args)
+    }
+
+    /// Several fused GEMVs (at most [`CHAIN_MAX`], each as [`gemv_fused`](Self::gemv_fused) would
+    /// run it, the same sums bit for bit) in one persistent kernel: every block stays resident and
+    /// the blocks meet at a grid barrier between products (`bar`: two zeroed u32 of device memory,
+    /// used by one chain at a time; each barrier leaves them ready for the next). For products
+    /// that each need all of the one before, e.g. a decode step's o, gate|up, down and next q|k|v.
+    /// Storage-dtype outputs only (not the LM head's f32 logits); the normed products share one
+    /// norm kind; no L2 prefetch plan.
+    pub fn gemv_chain(&self, dev: &CudaDevice, calls: &[GemvCall], bar: u64) -> Result<()> {
+        let op = "fused.gemv_chain";
+        let Some(chain) = self.chain.as_ref() else {
+            return Err(Error::value(op, "the chain kernels are not loaded (Kernels::load_chain)"));
+        };
+        if calls.is_empty() || calls.len() > CHAIN_MAX {
+            return Err(Error::value(op, format!("a chain runs 1 to {CHAIN_MAX} products, got {}", calls.len())));
+        }
+        let m = calls[0].m;
+        if calls.iter().any(|c| c.m != m) || bar == 0 || !bar.is_multiple_of(8) {
+            return Err(Error::value(op, format!("the products of a chain take the same rows and an 8-byte aligned barrier, got rows {:?} and {bar:#x}", calls.iter().map(|c| c.m).collect::<Vec<_>>())));
+        }
+        let mut p = [GemvArgs::default(); CHAIN_MAX];
+        let mut var = [0i32; CHAIN_MAX];
+        let mut norm = 0;
+        let mut groups = 1usize;
+        for (i, c) in calls.iter().enumerate() {
+            let plan = self.gemv_plan(op, dev, c, &Prefetch::default())?;
+            if plan.f32_out {
+                return Err(Error::value(op, "a chain writes storage-dtype outputs, not f32"));
+            }
+            if plan.a.norm != 0 {
+                if norm != 0 && norm != plan.a.norm {
+                    return Err(Error::value(op, "the products of a chain take one norm kind"));
+                }
+                norm = plan.a.norm;
+            }
+            groups = groups.max((plan.a.units as usize).div_ceil(4 / plan.a.ks as usize));
+            p[i] = plan.a;
+            var[i] = plan.rows_norm as i32;
+        }
+        let nk = norm.max(1) as usize;
+        let sms = dev.sm_count.max(1) as usize;
+        let resident = sms * CHAIN_MIN_BLOCKS[m - 1][nk - 1];
+        let grid = match self.chain_grid {
+            0 => resident,
+            g => g.min(resident),
+        }
+        .min(groups)
+        .max(1);
+        let a = ChainArgs { p, bar, n: calls.len() as i32, var, pad: 0 };
+        let mut args = Args::new();
+        args.push(a);
+        self.go(dev, op, chain[m - 1][nk - 1], (grid as u32, 1, 1), (128, 1, 1), 0, &mut args)
+    }
+
+    /// The kernel arguments of one fused GEMV (see [`gemv_fused`](Self::gemv_fused)) and its variant.
+    fn gemv_plan(&self, op: &str, dev: &CudaDevice, c: &GemvCall, pf: &Prefetch) -> Result<GemvPlan> {
+        let GemvCall { m, n, k, x, w, norm, epi } = *c;
         let nptr = norm.map_or((0, 0), |nm| (nm.w, nm.b));
         if !self.gemv_fusable(m, k, x, w, nptr) || n == 0 || n > i32::MAX as usize {
             return Err(Error::value(op, format!("{m} rows of {k} (x at {x:#x}, w at {w:#x}) x {n} outputs do not fit the fused GEMV")));
@@ -482,21 +623,16 @@ impl Kernels {
             s => s.next_power_of_two().min(4),
         };
         a.ks = ks as i32;
-        let warps = 4usize;
-        let blocks = units.div_ceil(warps / ks).clamp(1, i32::MAX as usize);
-        let variant = match (pair, a.norm) {
-            (false, n) => n as usize,
+        let rows_norm = match (pair, a.norm) {
+            (false, 0) => 0,
+            (false, _) => 1,
             (true, 0) => return Err(Error::value(op, "the row-pair epilogues come with a norm")),
-            (true, n) => 2 + n as usize,
+            (true, _) => 2,
         };
-        let f = match (f32_out, variant) {
-            (false, v) => self.gemvx[m - 1][v],
-            (true, v) if v < 3 => self.gemvx_f32[m - 1][v],
-            _ => return Err(Error::value(op, "f32 output is for plain products")),
-        };
-        let mut args = Args::new();
-        args.push(a);
-        self.go(dev, op, f, (blocks as u32, 1, 1), (32 * warps as u32, 1, 1), 0, &mut args)
+        if f32_out && pair {
+            return Err(Error::value(op, "f32 output is for plain products"));
+        }
+        Ok(GemvPlan { a, rows_norm, f32_out })
     }
 
     /// The (lanes per key, query heads per block) of `attn_decode` for `shape`, when it serves it:
