@@ -211,7 +211,10 @@ fn run_case(a: &Args, case: &str, path: &str) -> Result<Vec<Value>> {
         let l2_prefetch = std::env::var("MAGPIE_FUSED_PF_MB").ok().and_then(|v| v.parse::<usize>().ok()).map_or(EngineConfig::default().l2_prefetch, |m| m << 20);
         // MAGPIE_FUSED_ARGMAX=0: greedy selection by a pass over the logits (not the LM head's argmax)
         let fused_argmax = std::env::var("MAGPIE_FUSED_ARGMAX").map_or(true, |v| v != "0");
-        let cfg = EngineConfig { max_batch: batch, max_len: prompt_len + new_tokens.max(1), gemv, pdl, fuse, gemv_split, gemv_split_min_gain, attention_kernel, l2_prefetch, fused_argmax, ..EngineConfig::default() };
+        // MAGPIE_FUSED_LT=0: prefill products by the legacy cuBLAS call (not timed cuBLASLt
+        // algorithms) and the MLP's activation as its own kernel
+        let prefill_lt = std::env::var("MAGPIE_FUSED_LT").map_or(true, |v| v != "0");
+        let cfg = EngineConfig { max_batch: batch, max_len: prompt_len + new_tokens.max(1), gemv, pdl, fuse, gemv_split, gemv_split_min_gain, attention_kernel, l2_prefetch, fused_argmax, prefill_lt, ..EngineConfig::default() };
         engine = Some(FusedDecoder::from_model(&model, cfg)?);
     }
     // the fused engines hold what they read: free the module tree (its unfused q/k/v, gate/up)

@@ -6,7 +6,8 @@
 
 use super::buffers::{download, opt_ptr, ptr, upload, Buf};
 use magpie_core::backend::cuda::memcpy;
-use super::kernels::{AttnShape, GemvEpi, GemvNorm, Kernels, SampleArgs};
+use super::kernels::{ActKind, AttnShape, GemvEpi, GemvNorm, Kernels, SampleArgs};
+use super::lt::{LtEpi, LtGemm};
 use super::prefetch::{self, Prefetch, Read};
 use super::weights::{DecoderWeights, NormKind, NormW, Spec};
 use magpie_core::backend::cuda::attention::{self, AttnOperand, Causal, DecodeParams, FlashParams};
@@ -16,6 +17,9 @@ use magpie_core::backend::cuda::host_mapped::{Event, MappedI32};
 use magpie_core::{DType, Device, Error, Result};
 use std::collections::HashMap;
 use std::sync::Arc;
+
+/// Bytes of the prefill products' cuBLASLt workspace (algorithms that need more are not timed).
+const LT_WORKSPACE: usize = 16 << 20;
 
 /// Sizes and switches of a [`FusedDecoder`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,6 +59,10 @@ pub struct EngineConfig {
     /// In the folded decode step, the LM head also finds each row's largest logit, so a greedy
     /// selection without repetition penalty needs no pass over the logits.
     pub fused_argmax: bool,
+    /// Prefill passes run their products through cuBLASLt with the algorithm timed per shape on
+    /// first use ([`LtGemm`]), the bias and activation of a non-gated MLP in the up projection's
+    /// epilogue (false: the legacy cuBLAS call and the separate activation kernel).
+    pub prefill_lt: bool,
 }
 
 impl Default for EngineConfig {
@@ -72,6 +80,7 @@ impl Default for EngineConfig {
             attention_kernel: true,
             l2_prefetch: 0,
             fused_argmax: true,
+            prefill_lt: true,
         }
     }
 }
@@ -153,6 +162,8 @@ pub struct FusedDecoder {
     /// The L2 prefetch window of the folded decode step in bytes ([`EngineConfig::l2_prefetch`]
     /// within the device's L2).
     l2_window: u64,
+    /// The prefill products ([`EngineConfig::prefill_lt`]).
+    lt: Option<LtGemm>,
 }
 
 impl std::fmt::Debug for FusedDecoder {
@@ -257,7 +268,8 @@ impl FusedDecoder {
         upload(&dev, b.amax.ptr, &vec![0u64; cfg.max_batch])?;
         let l2 = dev.ctx.attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE).map_err(|e| Error::device(op, format!("reading the L2 cache size: {e}")))?;
         let l2_window = cfg.l2_prefetch.min(l2.max(0) as usize / 4 * 3) as u64;
-        let mut e = FusedDecoder { dev, dtype, k, w, lp, cfg, b, graphs: HashMap::new(), sampling: greedy, l2_window };
+        let lt = if cfg.prefill_lt { Some(LtGemm::new(&dev, LT_WORKSPACE)?) } else { None };
+        let mut e = FusedDecoder { dev, dtype, k, w, lp, cfg, b, graphs: HashMap::new(), sampling: greedy, l2_window, lt };
         e.set_sampling(greedy)?;
         Ok(e)
     }
@@ -554,8 +566,21 @@ impl FusedDecoder {
         let cache_sb = s.kv_heads as i64 * cache_sh;
         let (cos, sin) = (b.cos.as_ref().map_or(0, |x| x.ptr), b.sin.as_ref().map_or(0, |x| x.ptr));
         let n_layers = self.lp.len();
+        // prefill products through cuBLASLt (None: the decode step's path)
+        let lt = self.lt.as_ref().filter(|_| prefill.is_some());
+        let linear = |n: usize, kk: usize, x: u64, w: u64, y: u64| match lt {
+            Some(lt) => lt.linear(d, dt, dt, m, n, kk, x, w, y, LtEpi::Bias(0)),
+            None => k.linear(d, m, n, kk, x, w, y, dt, gemv),
+        };
+        // the up projection's bias and activation in its epilogue (non-gated MLPs)
+        let up_epi = |bias: u64| match (s.gated, s.act) {
+            (false, ActKind::GeluTanh) => Some(LtEpi::GeluTanhBias(bias)),
+            (false, ActKind::Relu) => Some(LtEpi::ReluBias(bias)),
+            (false, ActKind::Identity) => Some(LtEpi::Bias(bias)),
+            _ => None,
+        };
         for (li, l) in self.lp.iter().enumerate() {
-            k.linear(d, m, qd + 2 * kvd, s.hidden, b.h.ptr, l.qkv_w, b.qkv.ptr, dt, gemv)?;
+            linear(qd + 2 * kvd, s.hidden, b.h.ptr, l.qkv_w, b.qkv.ptr)?;
             let seqs = prefill.map_or((0, 0), |p| (p.row0, p.per_seq));
             k.rope_kv(d, m, b.qkv.ptr, l.qkv_b, pos, seqs, b.q.ptr, b.k_cache[li].ptr, b.v_cache[li].ptr, cos, sin, (s.heads, s.kv_heads, s.head_dim), (cache_sb, cache_sh))?;
             match prefill {
@@ -583,12 +608,23 @@ impl FusedDecoder {
                     attention::flash_decode(d, &p, qo(b.q.ptr), cache(&b.k_cache[li]), cache(&b.v_cache[li]), qo(b.attn.ptr), kvlen, b.ws.ptr)?;
                 }
             }
-            k.linear(d, m, s.hidden, qd, b.attn.ptr, l.o_w, b.o.ptr, dt, gemv)?;
+            linear(s.hidden, qd, b.attn.ptr, l.o_w, b.o.ptr)?;
             k.add_norm(d, m, b.x.ptr, b.o.ptr, l.o_b, l.n2.0, l.n2.1, b.h.ptr, s.hidden, s.eps, rms)?;
             let up = if s.gated { 2 * s.inter } else { s.inter };
-            k.linear(d, m, up, s.hidden, b.h.ptr, l.up_w, b.mlp.ptr, dt, gemv)?;
-            k.act(d, m, s.inter, b.mlp.ptr, l.up_b, b.act.ptr, s.act, s.gated)?;
-            k.linear(d, m, s.hidden, s.inter, b.act.ptr, l.down_w, b.o.ptr, dt, gemv)?;
+            // an epilogue cuBLASLt has no algorithm for runs as the plain product and the kernel
+            let in_epilogue = match (lt, up_epi(l.up_b)) {
+                (Some(lt), Some(e)) => match lt.linear(d, dt, dt, m, up, s.hidden, b.h.ptr, l.up_w, b.act.ptr, e) {
+                    Ok(()) => true,
+                    Err(err) if err.is_unsupported() => false,
+                    Err(err) => return Err(err),
+                },
+                _ => false,
+            };
+            if !in_epilogue {
+                linear(up, s.hidden, b.h.ptr, l.up_w, b.mlp.ptr)?;
+                k.act(d, m, s.inter, b.mlp.ptr, l.up_b, b.act.ptr, s.act, s.gated)?;
+            }
+            linear(s.hidden, s.inter, b.act.ptr, l.down_w, b.o.ptr)?;
             let next = if li + 1 < n_layers { self.lp[li + 1].n1 } else { (ptr(&self.w.final_norm.w)?, opt_ptr(&self.w.final_norm.b)?) };
             k.add_norm(d, m, b.x.ptr, b.o.ptr, l.down_b, next.0, next.1, b.h.ptr, s.hidden, s.eps, rms)?;
         }

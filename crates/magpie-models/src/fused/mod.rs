@@ -28,6 +28,7 @@ mod encoder;
 mod engine;
 mod generate;
 mod kernels;
+mod lt;
 mod prefetch;
 mod weights;
 
@@ -35,6 +36,7 @@ pub use encoder::{EncoderOutput, FusedEncoder};
 pub use engine::{EngineConfig, FusedDecoder};
 pub use generate::sample_args;
 pub use kernels::{split_by_rounds, ActKind, SampleArgs};
+pub use lt::{LtEpi, LtGemm};
 pub use weights::{DecoderWeights, NormKind, Spec};
 
 use crate::auto::AutoModel;
