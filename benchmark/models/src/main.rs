@@ -214,7 +214,9 @@ fn run_case(a: &Args, case: &str, path: &str) -> Result<Vec<Value>> {
         // MAGPIE_FUSED_LT=0: prefill products by the legacy cuBLAS call (not timed cuBLASLt
         // algorithms) and the MLP's activation as its own kernel
         let prefill_lt = std::env::var("MAGPIE_FUSED_LT").map_or(true, |v| v != "0");
-        let cfg = EngineConfig { max_batch: batch, max_len: prompt_len + new_tokens.max(1), gemv, pdl, fuse, gemv_split, gemv_split_min_gain, attention_kernel, l2_prefetch, fused_argmax, prefill_lt, ..EngineConfig::default() };
+        // MAGPIE_FUSED_SHORT_ATTN=0: short prefill passes through the core's flash kernel
+        let prefill_short_attn = std::env::var("MAGPIE_FUSED_SHORT_ATTN").map_or(true, |v| v != "0");
+        let cfg = EngineConfig { max_batch: batch, max_len: prompt_len + new_tokens.max(1), gemv, pdl, fuse, gemv_split, gemv_split_min_gain, attention_kernel, l2_prefetch, fused_argmax, prefill_lt, prefill_short_attn, ..EngineConfig::default() };
         engine = Some(FusedDecoder::from_model(&model, cfg)?);
     }
     // the fused engines hold what they read: free the module tree (its unfused q/k/v, gate/up)

@@ -8,6 +8,7 @@ use super::buffers::{download, opt_ptr, ptr, upload, Buf};
 use magpie_core::backend::cuda::memcpy;
 use super::kernels::{ActKind, AttnShape, GemvEpi, GemvNorm, Kernels, SampleArgs};
 use super::lt::{LtEpi, LtGemm};
+use super::short_attn::ShortAttention;
 use super::prefetch::{self, Prefetch, Read};
 use super::weights::{DecoderWeights, NormKind, NormW, Spec};
 use magpie_core::backend::cuda::attention::{self, AttnOperand, Causal, DecodeParams, FlashParams};
@@ -63,7 +64,14 @@ pub struct EngineConfig {
     /// first use ([`LtGemm`]), the bias and activation of a non-gated MLP in the up projection's
     /// epilogue (false: the legacy cuBLAS call and the separate activation kernel).
     pub prefill_lt: bool,
+    /// Prefill passes of at most [`SHORT_ATTN_MAX_KEYS`] keys per sequence run their attention as
+    /// blocks of 16 queries of one head ([`ShortAttention`], head dims 32, 64, 128) instead of the
+    /// core's flash kernel, whose 64-query tiles leave most SMs idle at these lengths.
+    pub prefill_short_attn: bool,
 }
+
+/// Keys per sequence up to which [`EngineConfig::prefill_short_attn`] applies.
+pub const SHORT_ATTN_MAX_KEYS: usize = 256;
 
 impl Default for EngineConfig {
     fn default() -> Self {
@@ -81,6 +89,7 @@ impl Default for EngineConfig {
             l2_prefetch: 0,
             fused_argmax: true,
             prefill_lt: true,
+            prefill_short_attn: true,
         }
     }
 }
@@ -164,6 +173,8 @@ pub struct FusedDecoder {
     l2_window: u64,
     /// The prefill products ([`EngineConfig::prefill_lt`]).
     lt: Option<LtGemm>,
+    /// The short prefill attention ([`EngineConfig::prefill_short_attn`]).
+    short_attn: Option<ShortAttention>,
 }
 
 impl std::fmt::Debug for FusedDecoder {
@@ -269,7 +280,8 @@ impl FusedDecoder {
         let l2 = dev.ctx.attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE).map_err(|e| Error::device(op, format!("reading the L2 cache size: {e}")))?;
         let l2_window = cfg.l2_prefetch.min(l2.max(0) as usize / 4 * 3) as u64;
         let lt = if cfg.prefill_lt { Some(LtGemm::new(&dev, LT_WORKSPACE)?) } else { None };
-        let mut e = FusedDecoder { dev, dtype, k, w, lp, cfg, b, graphs: HashMap::new(), sampling: greedy, l2_window, lt };
+        let short_attn = if cfg.prefill_short_attn && ShortAttention::supports_head_dim(s.head_dim) { Some(ShortAttention::new(&dev, dtype, s.head_dim)?) } else { None };
+        let mut e = FusedDecoder { dev, dtype, k, w, lp, cfg, b, graphs: HashMap::new(), sampling: greedy, l2_window, lt, short_attn };
         e.set_sampling(greedy)?;
         Ok(e)
     }
@@ -599,7 +611,10 @@ impl FusedDecoder {
                     };
                     let tok_major = |ptr: u64| AttnOperand { ptr, sb: (c * qd) as i64, sh: s.head_dim as i64, ss: qd as i64 };
                     let cache = |buf: &Buf| AttnOperand { ptr: buf.at(pre.row0 * cache_sb as usize, dt), sb: cache_sb, sh: cache_sh, ss: s.head_dim as i64 };
-                    attention::flash_forward(d, &p, tok_major(b.q.ptr), cache(&b.k_cache[li]), cache(&b.v_cache[li]), tok_major(b.attn.ptr), None)?;
+                    match self.short_attn.as_ref().filter(|_| p.kv_len <= SHORT_ATTN_MAX_KEYS) {
+                        Some(sa) => sa.forward(d, &p, tok_major(b.q.ptr), cache(&b.k_cache[li]), cache(&b.v_cache[li]), tok_major(b.attn.ptr))?,
+                        None => attention::flash_forward(d, &p, tok_major(b.q.ptr), cache(&b.k_cache[li]), cache(&b.v_cache[li]), tok_major(b.attn.ptr), None)?,
+                    }
                 }
                 None => {
                     let p = decode_params(s, dt, m, self.cfg.max_len);
