@@ -61,20 +61,24 @@ enum Epi {
     ReluBias,
 }
 
-fn reference(x: &[f64], w: &[f64], bias: &[f64], (m, n, k): (usize, usize, usize), epi: Epi) -> Vec<f64> {
-    let mut y = vec![0.0; m * n];
-    for i in 0..m {
-        for j in 0..n {
-            let s: f64 = (0..k).map(|p| x[i * k + p] * w[j * k + p]).sum();
-            let b = if matches!(epi, Epi::Bias | Epi::GeluBias | Epi::ReluBias) { bias[j] } else { 0.0 };
-            y[i * n + j] = match epi {
-                Epi::None | Epi::Bias => s + b,
-                Epi::Gelu | Epi::GeluBias => gelu_tanh(s + b),
-                Epi::ReluBias => (s + b).max(0.0),
-            };
-        }
-    }
-    y
+/// `x wᵀ` in f64.
+fn sums(x: &[f64], w: &[f64], (m, n, k): (usize, usize, usize)) -> Vec<f64> {
+    (0..m * n).map(|e| (0..k).map(|p| x[(e / n) * k + p] * w[(e % n) * k + p]).sum()).collect()
+}
+
+/// The epilogue over sums `[m, n]`.
+fn epilogue(s: &[f64], bias: &[f64], n: usize, epi: Epi) -> Vec<f64> {
+    s.iter()
+        .enumerate()
+        .map(|(e, &v)| {
+            let b = if matches!(epi, Epi::Bias | Epi::GeluBias | Epi::ReluBias) { bias[e % n] } else { 0.0 };
+            match epi {
+                Epi::None | Epi::Bias => v + b,
+                Epi::Gelu | Epi::GeluBias => gelu_tanh(v + b),
+                Epi::ReluBias => (v + b).max(0.0),
+            }
+        })
+        .collect()
 }
 
 /// max |got - want| over max(1, max |want|).
@@ -95,7 +99,8 @@ fn every_candidate_and_the_timed_choice_match_the_reference() {
     }
     let d = dev();
     let lt = LtGemm::new(&d, 16 << 20).unwrap();
-    let shapes = [(1, 7, 5), (5, 33, 17), (37, 131, 77), (128, 200, 263), (300, 99, 45), (128, 768, 769)];
+    let shapes = [(1, 7, 5), (5, 33, 17), (37, 131, 77), (128, 200, 263), (300, 99, 45), (128, 768, 769), (128, 2304, 768), (77, 3072, 768)];
+    let (mut timed, mut unsupported) = (0, 0);
     for dt in [DType::F32, DType::BF16] {
         // f32: sums of up to 769 products in f32; bf16: one rounding of the output
         let tol = if dt == DType::F32 { 2e-5 } else { 8e-3 };
@@ -108,14 +113,27 @@ fn every_candidate_and_the_timed_choice_match_the_reference() {
             let (xp, wp, yp, bp) = (addr(&xt), addr(&wt), addr(&yt), addr(&bt));
             // the existing cuBLAS path is the first check of the reference itself
             blas::gemm_nt(&d, dt, dt, m, n, k, xp, wp, yp).unwrap();
-            let plain = reference(&x, &w, &b, (m, n, k), Epi::None);
+            let sm = sums(&x, &w, (m, n, k));
+            let plain = epilogue(&sm, &b, n, Epi::None);
             let e = err(&read(&yt), &plain);
             assert!(e <= tol, "{dt} {m}x{n}x{k}: cuBLAS differs from the reference by {e}");
             for (epi, lepi) in [(Epi::None, LtEpi::Bias(0)), (Epi::Bias, LtEpi::Bias(bp)), (Epi::Gelu, LtEpi::GeluTanhBias(0)), (Epi::GeluBias, LtEpi::GeluTanhBias(bp)), (Epi::ReluBias, LtEpi::ReluBias(bp))] {
-                let want = reference(&x, &w, &b, (m, n, k), epi);
+                let want = epilogue(&sm, &b, n, epi);
                 let what = format!("{dt} {m}x{n}x{k} {epi:?}");
-                let count = lt.candidates(dt, dt, m, n, k, xp, wp, yp, lepi).unwrap();
+                // the engine's shapes (widths multiples of 8) must have an algorithm for every
+                // epilogue; at odd widths cuBLASLt may offer none for an epilogue (the engine then
+                // runs the plain product and its kernel), but the refusal must say so
+                let count = match lt.candidates(dt, dt, m, n, k, xp, wp, yp, lepi) {
+                    Ok(c) => c,
+                    Err(e) if e.is_unsupported() && !matches!(epi, Epi::None) && (n % 8 != 0 || k % 8 != 0) => {
+                        eprintln!("{what}: {e}");
+                        unsupported += 1;
+                        continue;
+                    }
+                    Err(e) => panic!("{what}: {e}"),
+                };
                 assert!(count >= 1, "{what}: no candidate");
+                timed += 1;
                 for i in 0..count {
                     yt.fill_(f32::NAN).unwrap();
                     lt.linear_with(&d, i, dt, dt, m, n, k, xp, wp, yp, lepi).unwrap();
@@ -131,7 +149,9 @@ fn every_candidate_and_the_timed_choice_match_the_reference() {
     }
     // every shape above was timed once; the choice is the fastest candidate that ran
     let rep = lt.report();
-    assert_eq!(rep.len(), 2 * shapes.len() * 5, "one timed plan per dtype, shape and epilogue");
+    assert_eq!(rep.len(), timed, "one timed plan per dtype, shape and epilogue");
+    eprintln!("{timed} products timed, {unsupported} epilogues without an algorithm at odd widths");
+    assert!(unsupported < timed, "cuBLASLt served fewer than half the products");
     for (m, n, k, epi, times, best) in rep {
         let min = times.iter().cloned().fold(f32::INFINITY, f32::min);
         assert!(times[best] == min && min.is_finite() && min > 0.0, "{m}x{n}x{k} epilogue {epi}: chose {best} of {times:?}");
@@ -150,7 +170,7 @@ fn bf16_into_f32_and_bad_sizes() {
     let (wt, w) = upload(&rand(n * k, 8), DType::BF16);
     let yt = Tensor::zeros_on(&[m * n], DType::F32, Device::Cuda(0)).unwrap();
     lt.linear(&d, DType::BF16, DType::F32, m, n, k, addr(&xt), addr(&wt), addr(&yt), LtEpi::Bias(0)).unwrap();
-    let e = err(&read(&yt), &reference(&x, &w, &[], (m, n, k), Epi::None));
+    let e = err(&read(&yt), &sums(&x, &w, (m, n, k)));
     assert!(e <= 2e-5, "bf16 into f32 differs from the reference by {e}");
     let msg = |r: magpie_core::Result<()>| r.unwrap_err().to_string();
     let bias = LtEpi::Bias(addr(&wt));

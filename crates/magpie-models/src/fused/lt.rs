@@ -291,11 +291,10 @@ impl LtGemm {
         } else {
             lt::cublasComputeType_t::CUBLAS_COMPUTE_32F
         };
-        let mut heur_err: Option<String> = None;
         let mut plan = Plan { desc: std::ptr::null_mut(), lay: [std::ptr::null_mut(); 3], cands: Vec::new(), best: None, times: Vec::new() };
         // SAFETY: descriptors created here are owned by `plan` (destroyed by its Drop, also on
         // the error returns); attribute buffers are locals of the stated sizes.
-        unsafe {
+        let heur_err = unsafe {
             ck(OP, "cublasLtMatmulDescCreate", lt::cublasLtMatmulDescCreate(&mut plan.desc, compute, lt::cudaDataType::CUDA_R_32F))?;
             let set = |attr: lt::cublasLtMatmulDescAttributes_t, v: *const c_void, size: usize| ck(OP, "cublasLtMatmulDescSetAttribute", lt::cublasLtMatmulDescSetAttribute(plan.desc, attr, v, size));
             // Row-major y = x wᵀ is column-major yᵀ [n, m] = (w as [k, n])ᵀ · (x as [k, m]).
@@ -327,17 +326,17 @@ impl LtGemm {
             lt::cublasLtMatmulPreferenceDestroy(pref);
             // No candidate from the heuristic is not an error by itself: the legacy call may
             // still serve; the message says why if nothing does.
-            let (found, err) = match heur {
+            let (found, heur_err) = match heur {
                 Ok(v) => (v, None),
                 Err(e) => (Vec::new(), Some(e.to_string())),
             };
-            heur_err = err;
             for r in found {
                 if r.state == lt::cublasStatus_t::CUBLAS_STATUS_SUCCESS && r.workspaceSize <= self.ws_bytes {
                     plan.cands.push(Algo::Lt { algo: r.algo });
                 }
             }
-        }
+            heur_err
+        };
         // The legacy call (its own heuristic and workspace) competes for plain products.
         if key.epi == lt::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_DEFAULT as u32 {
             plan.cands.push(Algo::Legacy);

@@ -25,11 +25,16 @@ const QT: usize = 16;
 /// let attn = ShortAttention::new(&dev, magpie_core::DType::F32, 64)?;
 /// # let _ = attn; Ok(()) }
 /// ```
-#[derive(Debug)]
 pub struct ShortAttention {
     dtype: DType,
     head_dim: usize,
     f: Func,
+}
+
+impl std::fmt::Debug for ShortAttention {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ShortAttention({}, head dim {})", self.dtype, self.head_dim)
+    }
 }
 
 impl ShortAttention {
