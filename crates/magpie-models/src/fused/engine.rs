@@ -6,7 +6,9 @@
 
 use super::buffers::{download, opt_ptr, ptr, upload, Buf};
 use magpie_core::backend::cuda::memcpy;
-use super::kernels::{AttnShape, GemvCall, GemvEpi, GemvNorm, Kernels, SampleArgs};
+use super::kernels::{ActKind, AttnShape, GemvCall, GemvEpi, GemvNorm, Kernels, SampleArgs};
+use super::lt::{LtEpi, LtGemm};
+use super::short_attn::ShortAttention;
 use super::prefetch::{self, Prefetch, Read};
 use super::weights::{DecoderWeights, NormKind, NormW, Spec};
 use magpie_core::backend::cuda::attention::{self, AttnOperand, Causal, DecodeParams, FlashParams};
@@ -16,6 +18,9 @@ use magpie_core::backend::cuda::host_mapped::{Event, MappedI32};
 use magpie_core::{DType, Device, Error, Result};
 use std::collections::HashMap;
 use std::sync::Arc;
+
+/// Bytes of the prefill products' cuBLASLt workspace (algorithms that need more are not timed).
+const LT_WORKSPACE: usize = 16 << 20;
 
 /// Sizes and switches of a [`FusedDecoder`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,7 +67,18 @@ pub struct EngineConfig {
     pub decode_chain: bool,
     /// Blocks of a chain's grid (0: as many as stay resident on the device; tests use fewer).
     pub chain_grid: usize,
+    /// Prefill passes run their products through cuBLASLt with the algorithm timed per shape on
+    /// first use ([`LtGemm`]), the bias and activation of a non-gated MLP in the up projection's
+    /// epilogue (false: the legacy cuBLAS call and the separate activation kernel).
+    pub prefill_lt: bool,
+    /// Prefill passes of at most [`SHORT_ATTN_MAX_KEYS`] keys per sequence run their attention as
+    /// blocks of 16 queries of one head ([`ShortAttention`], head dims 32, 64, 128) instead of the
+    /// core's flash kernel, whose 64-query tiles leave most SMs idle at these lengths.
+    pub prefill_short_attn: bool,
 }
+
+/// Keys per sequence up to which [`EngineConfig::prefill_short_attn`] applies.
+pub const SHORT_ATTN_MAX_KEYS: usize = 256;
 
 impl Default for EngineConfig {
     fn default() -> Self {
@@ -81,6 +97,8 @@ impl Default for EngineConfig {
             fused_argmax: true,
             decode_chain: false,
             chain_grid: 0,
+            prefill_lt: true,
+            prefill_short_attn: true,
         }
     }
 }
@@ -164,6 +182,10 @@ pub struct FusedDecoder {
     /// The L2 prefetch window of the folded decode step in bytes ([`EngineConfig::l2_prefetch`]
     /// within the device's L2).
     l2_window: u64,
+    /// The prefill products ([`EngineConfig::prefill_lt`]).
+    lt: Option<LtGemm>,
+    /// The short prefill attention ([`EngineConfig::prefill_short_attn`]).
+    short_attn: Option<ShortAttention>,
 }
 
 impl std::fmt::Debug for FusedDecoder {
@@ -274,7 +296,9 @@ impl FusedDecoder {
         upload(&dev, b.chain_bar.ptr, &[0u32; 2])?;
         let l2 = dev.ctx.attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE).map_err(|e| Error::device(op, format!("reading the L2 cache size: {e}")))?;
         let l2_window = cfg.l2_prefetch.min(l2.max(0) as usize / 4 * 3) as u64;
-        let mut e = FusedDecoder { dev, dtype, k, w, lp, cfg, b, graphs: HashMap::new(), sampling: greedy, l2_window };
+        let lt = if cfg.prefill_lt { Some(LtGemm::new(&dev, LT_WORKSPACE)?) } else { None };
+        let short_attn = if cfg.prefill_short_attn && ShortAttention::supports_head_dim(s.head_dim) { Some(ShortAttention::new(&dev, dtype, s.head_dim)?) } else { None };
+        let mut e = FusedDecoder { dev, dtype, k, w, lp, cfg, b, graphs: HashMap::new(), sampling: greedy, l2_window, lt, short_attn };
         e.set_sampling(greedy)?;
         Ok(e)
     }
@@ -594,8 +618,21 @@ impl FusedDecoder {
         let cache_sb = s.kv_heads as i64 * cache_sh;
         let (cos, sin) = (b.cos.as_ref().map_or(0, |x| x.ptr), b.sin.as_ref().map_or(0, |x| x.ptr));
         let n_layers = self.lp.len();
+        // prefill products through cuBLASLt (None: the decode step's path)
+        let lt = self.lt.as_ref().filter(|_| prefill.is_some());
+        let linear = |n: usize, kk: usize, x: u64, w: u64, y: u64| match lt {
+            Some(lt) => lt.linear(d, dt, dt, m, n, kk, x, w, y, LtEpi::Bias(0)),
+            None => k.linear(d, m, n, kk, x, w, y, dt, gemv),
+        };
+        // the up projection's bias and activation in its epilogue (non-gated MLPs)
+        let up_epi = |bias: u64| match (s.gated, s.act) {
+            (false, ActKind::GeluTanh) => Some(LtEpi::GeluTanhBias(bias)),
+            (false, ActKind::Relu) => Some(LtEpi::ReluBias(bias)),
+            (false, ActKind::Identity) => Some(LtEpi::Bias(bias)),
+            _ => None,
+        };
         for (li, l) in self.lp.iter().enumerate() {
-            k.linear(d, m, qd + 2 * kvd, s.hidden, b.h.ptr, l.qkv_w, b.qkv.ptr, dt, gemv)?;
+            linear(qd + 2 * kvd, s.hidden, b.h.ptr, l.qkv_w, b.qkv.ptr)?;
             let seqs = prefill.map_or((0, 0), |p| (p.row0, p.per_seq));
             k.rope_kv(d, m, b.qkv.ptr, l.qkv_b, pos, seqs, b.q.ptr, b.k_cache[li].ptr, b.v_cache[li].ptr, cos, sin, (s.heads, s.kv_heads, s.head_dim), (cache_sb, cache_sh))?;
             match prefill {
@@ -614,7 +651,10 @@ impl FusedDecoder {
                     };
                     let tok_major = |ptr: u64| AttnOperand { ptr, sb: (c * qd) as i64, sh: s.head_dim as i64, ss: qd as i64 };
                     let cache = |buf: &Buf| AttnOperand { ptr: buf.at(pre.row0 * cache_sb as usize, dt), sb: cache_sb, sh: cache_sh, ss: s.head_dim as i64 };
-                    attention::flash_forward(d, &p, tok_major(b.q.ptr), cache(&b.k_cache[li]), cache(&b.v_cache[li]), tok_major(b.attn.ptr), None)?;
+                    match self.short_attn.as_ref().filter(|_| p.kv_len <= SHORT_ATTN_MAX_KEYS) {
+                        Some(sa) => sa.forward(d, &p, tok_major(b.q.ptr), cache(&b.k_cache[li]), cache(&b.v_cache[li]), tok_major(b.attn.ptr))?,
+                        None => attention::flash_forward(d, &p, tok_major(b.q.ptr), cache(&b.k_cache[li]), cache(&b.v_cache[li]), tok_major(b.attn.ptr), None)?,
+                    }
                 }
                 None => {
                     let p = decode_params(s, dt, m, self.cfg.max_len);
@@ -623,12 +663,23 @@ impl FusedDecoder {
                     attention::flash_decode(d, &p, qo(b.q.ptr), cache(&b.k_cache[li]), cache(&b.v_cache[li]), qo(b.attn.ptr), kvlen, b.ws.ptr)?;
                 }
             }
-            k.linear(d, m, s.hidden, qd, b.attn.ptr, l.o_w, b.o.ptr, dt, gemv)?;
+            linear(s.hidden, qd, b.attn.ptr, l.o_w, b.o.ptr)?;
             k.add_norm(d, m, b.x.ptr, b.o.ptr, l.o_b, l.n2.0, l.n2.1, b.h.ptr, s.hidden, s.eps, rms)?;
             let up = if s.gated { 2 * s.inter } else { s.inter };
-            k.linear(d, m, up, s.hidden, b.h.ptr, l.up_w, b.mlp.ptr, dt, gemv)?;
-            k.act(d, m, s.inter, b.mlp.ptr, l.up_b, b.act.ptr, s.act, s.gated)?;
-            k.linear(d, m, s.hidden, s.inter, b.act.ptr, l.down_w, b.o.ptr, dt, gemv)?;
+            // an epilogue cuBLASLt has no algorithm for runs as the plain product and the kernel
+            let in_epilogue = match (lt, up_epi(l.up_b)) {
+                (Some(lt), Some(e)) => match lt.linear(d, dt, dt, m, up, s.hidden, b.h.ptr, l.up_w, b.act.ptr, e) {
+                    Ok(()) => true,
+                    Err(err) if err.is_unsupported() => false,
+                    Err(err) => return Err(err),
+                },
+                _ => false,
+            };
+            if !in_epilogue {
+                linear(up, s.hidden, b.h.ptr, l.up_w, b.mlp.ptr)?;
+                k.act(d, m, s.inter, b.mlp.ptr, l.up_b, b.act.ptr, s.act, s.gated)?;
+            }
+            linear(s.hidden, s.inter, b.act.ptr, l.down_w, b.o.ptr)?;
             let next = if li + 1 < n_layers { self.lp[li + 1].n1 } else { (ptr(&self.w.final_norm.w)?, opt_ptr(&self.w.final_norm.b)?) };
             k.add_norm(d, m, b.x.ptr, b.o.ptr, l.down_b, next.0, next.1, b.h.ptr, s.hidden, s.eps, rms)?;
         }

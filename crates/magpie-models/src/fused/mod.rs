@@ -28,13 +28,17 @@ mod encoder;
 mod engine;
 mod generate;
 mod kernels;
+mod lt;
 mod prefetch;
+mod short_attn;
 mod weights;
 
 pub use encoder::{EncoderOutput, FusedEncoder};
-pub use engine::{EngineConfig, FusedDecoder};
+pub use engine::{EngineConfig, FusedDecoder, SHORT_ATTN_MAX_KEYS};
 pub use generate::sample_args;
 pub use kernels::{split_by_rounds, ActKind, SampleArgs};
+pub use lt::{LtEpi, LtGemm};
+pub use short_attn::ShortAttention;
 pub use weights::{DecoderWeights, NormKind, Spec};
 
 use crate::auto::AutoModel;
