@@ -9,6 +9,7 @@ use crate::blocks::module_children;
 use crate::config::BertConfig;
 use crate::hub::{Init, WeightSource};
 use crate::output::ModelOutput;
+use magpie_core::ops::nn::add_layer_norm::add_layer_norm;
 use magpie_core::ops::nn::lm_head_loss::lm_head_cross_entropy_with_bias;
 use magpie_core::ops::nn::{dropout, linear, Reduction};
 use magpie_core::{DType, Error, Result, Tensor};
@@ -40,7 +41,15 @@ module_children!(BertResidualOutput, "BertOutput", [dense => "dense", layer_norm
 
 impl BertResidualOutput {
     fn run(&self, x: &Tensor, residual: &Tensor, drop: Drop) -> Result<Tensor> {
-        self.layer_norm.forward(&drop.hidden(&self.dense.forward(x)?)?.add(residual)?)
+        if drop.hidden > 0.0 {
+            return self.layer_norm.forward(&drop.hidden(&self.dense.forward(x)?)?.add(residual)?);
+        }
+        // without dropout the projection's bias, the residual add and the LayerNorm are one op
+        // (one kernel each way on CUDA)
+        let ln = &self.layer_norm;
+        let ns: Vec<i64> = ln.normalized_shape.iter().map(|&v| v as i64).collect();
+        let y = linear(x, &self.dense.weight, None)?;
+        add_layer_norm(&y, residual, self.dense.bias.as_ref(), &ns, ln.weight.as_ref(), ln.bias.as_ref(), ln.eps)
     }
 }
 

@@ -50,6 +50,8 @@ pub enum KFile {
     Scan,
     /// Fixed-index row gathers, scatter-adds and tap maps (`rows.rs`).
     Rows,
+    /// Residual add + layer_norm forward and backward (`add_norm.rs`).
+    AddNorm,
 }
 
 impl KFile {
@@ -73,6 +75,7 @@ impl KFile {
             KFile::Sort => "sort",
             KFile::Scan => "scan",
             KFile::Rows => "rows",
+            KFile::AddNorm => "add_norm",
         }
     }
     fn body(self) -> &'static str {
@@ -95,6 +98,7 @@ impl KFile {
             KFile::Sort => include_str!("kernels/sort.cu"),
             KFile::Scan => include_str!("kernels/scan.cu"),
             KFile::Rows => include_str!("kernels/rows.cu"),
+            KFile::AddNorm => include_str!("kernels/add_norm.cu"),
         }
     }
 }

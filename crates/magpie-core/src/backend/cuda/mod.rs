@@ -7,6 +7,8 @@
 
 pub mod amp;
 #[cfg(feature = "cuda")]
+pub mod add_norm;
+#[cfg(feature = "cuda")]
 pub mod alloc;
 #[cfg(feature = "cuda")]
 pub mod attention;

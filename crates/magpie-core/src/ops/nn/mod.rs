@@ -4,6 +4,7 @@
 //! written with the same kernels, so they are differentiable to any order; the rest are
 //! composites of existing ops.
 
+pub mod add_layer_norm;
 pub mod attention;
 mod attention_fused;
 #[cfg(feature = "cuda")]
@@ -29,6 +30,7 @@ pub mod pool;
 pub(crate) mod resample;
 pub(crate) mod util;
 
+pub use add_layer_norm::add_layer_norm;
 pub use attention::scaled_dot_product_attention;
 pub use conv::{bilinear, conv, conv_transpose, linear, Padding};
 pub use ctc::ctc_loss;
