@@ -10,6 +10,7 @@ use crate::config::BertConfig;
 use crate::hub::{Init, WeightSource};
 use crate::output::ModelOutput;
 use magpie_core::ops::nn::add_layer_norm::add_layer_norm;
+use magpie_core::ops::nn::bias_gelu::bias_gelu;
 use magpie_core::ops::nn::lm_head_loss::lm_head_cross_entropy_with_bias;
 use magpie_core::ops::nn::{dropout, linear, Reduction};
 use magpie_core::{DType, Error, Result, Tensor};
@@ -200,8 +201,22 @@ impl BertLayer {
         let s = &self.attention.self_attn;
         let a = attend(&s.query.forward(x)?, &s.key.forward(x)?, &s.value.forward(x)?, heads, None, mask, None, None, drop.attention)?;
         let a = self.attention.output.run(&a, x, drop)?;
-        let i = act.apply(&self.intermediate.dense.forward(&a)?)?;
+        let i = dense_act(&self.intermediate.dense, act, &a)?;
         self.output.run(&i, &a, drop)
+    }
+}
+
+/// `act(dense(x))`; for GELU the projection's bias and the activation are one op (`bias_gelu`:
+/// one kernel each way on CUDA, the bias added in the activation's dtype as `linear` adds it).
+fn dense_act(dense: &Linear, act: Activation, x: &Tensor) -> Result<Tensor> {
+    let approximate = match act {
+        Activation::Gelu => "none",
+        Activation::GeluTanh => "tanh",
+        _ => return act.apply(&dense.forward(x)?),
+    };
+    match &dense.bias {
+        Some(b) => bias_gelu(&linear(x, &dense.weight, None)?, b, approximate),
+        None => act.apply(&dense.forward(x)?),
     }
 }
 
@@ -279,7 +294,7 @@ impl BertForMaskedLM {
     /// The MLM head's transform (dense, activation, LayerNorm) before the decoder.
     fn head_hidden(&self, x: &Tensor) -> Result<Tensor> {
         let p = &self.cls.predictions;
-        p.transform.layer_norm.forward(&self.bert.config.hidden_act.apply(&p.transform.dense.forward(x)?)?)
+        p.transform.layer_norm.forward(&dense_act(&p.transform.dense, self.bert.config.hidden_act, x)?)
     }
 
     /// The masked-LM loss: the mean cross-entropy of `labels [B, T]` (-100: ignored) over the

@@ -6,6 +6,7 @@
 
 pub mod add_layer_norm;
 pub mod attention;
+pub mod bias_gelu;
 mod attention_fused;
 #[cfg(feature = "cuda")]
 mod attention_cuda;
@@ -32,6 +33,7 @@ pub(crate) mod util;
 
 pub use add_layer_norm::add_layer_norm;
 pub use attention::scaled_dot_product_attention;
+pub use bias_gelu::bias_gelu;
 pub use conv::{bilinear, conv, conv_transpose, linear, Padding};
 pub use ctc::ctc_loss;
 pub use dropout::{alpha_dropout, dropout};
