@@ -79,7 +79,8 @@ fn fused_add_layer_norm_matches_the_composite() {
                     let gy = rand(&mut rng, shape, DType::F32, -1.0, 1.0).to_device(dev).unwrap();
                     let (b, w, l) = (with_b.then_some(&b), with_p.then_some(&w), with_p.then_some(&l));
                     let a = run(true, &x, &r, b, w, l, &ns, &gy, m.autocast, create_graph);
-                    let c = run(false, &x, &r, b, w, l, &ns, &gy, m.autocast, false);
+                    // with create_graph both sides take the composite's tensor-op gradient rule
+                    let c = run(false, &x, &r, b, w, l, &ns, &gy, m.autocast, create_graph);
                     assert_eq!(a.name, "AddLayerNormBackward0", "{what}: the fused path ran");
                     assert_ne!(c.name, "AddLayerNormBackward0", "{what}: the composite ran");
                     let out_dt = c.y.dtype();
