@@ -83,16 +83,21 @@ fn fused_add_layer_norm_matches_the_composite() {
                     let c = run(false, &x, &r, b, w, l, &ns, &gy, m.autocast, create_graph);
                     assert_eq!(a.name, "AddLayerNormBackward0", "{what}: the fused path ran");
                     assert_ne!(c.name, "AddLayerNormBackward0", "{what}: the composite ran");
-                    let out_dt = c.y.dtype();
-                    let (rt, at) = match out_dt {
+                    // by each result's dtype: the kernels round once where the composite may
+                    // round twice (a 16-bit gradient summed in 16 bits), one unit apart
+                    let tol = |d: DType| match d {
                         DType::F32 => (1e-4, 1e-5),
                         DType::BF16 => (1.0 / 64.0, 1.0 / 128.0),
                         _ => (1.0 / 512.0, 1.0 / 1024.0),
                     };
+                    let (rt, at) = tol(c.y.dtype());
                     near(&format!("{what}: output"), &a.y, &c.y, rt, at);
                     for (i, nm) in ["x", "residual", "bias", "weight", "ln_bias"].iter().enumerate() {
                         match (&a.grads[i], &c.grads[i]) {
-                            (Some(ga), Some(gc)) => near(&format!("{what}: grad of {nm}"), ga, gc, rt, at),
+                            (Some(ga), Some(gc)) => {
+                                let (gr, ga_t) = tol(gc.dtype());
+                                near(&format!("{what}: grad of {nm}"), ga, gc, gr.max(rt), ga_t.max(at))
+                            }
                             (None, None) => {}
                             _ => panic!("{what}: grad of {nm} present on one side only"),
                         }
