@@ -67,7 +67,7 @@ pub fn forward(x: &Tensor, residual: &Tensor, bias: Option<&Tensor>, w: Option<&
         },
         None => 0,
     };
-    if n == 0 || residual.shape() != x.shape() || residual.device() != x.device() || x.numel() % n != 0 {
+    if n == 0 || residual.shape() != x.shape() || residual.device() != x.device() || !x.numel().is_multiple_of(n) {
         return Ok(None);
     }
     if bias.is_some_and(|b| b.numel() != n || b.device() != x.device()) {
