@@ -188,8 +188,9 @@ fn embedding_backward_sums_rows_in_index_order_like_the_cpu() {
     let mut rng = Rng::new(7);
     // (rows, width, lookups): one row, odd widths, many repeats across the counting sort's
     // 1024-index chunks, more rows than lookups, more rows than the sort's 1024 threads; 32 hits
-    // a row and more (the column-sliced kernel: token-type-like tables, partial slices and tiles)
-    for &(n, d, l) in &[(1usize, 1usize, 1usize), (7, 33, 257), (300, 1030, 600), (96, 64, 4099), (5, 3, 0), (3, 5, 2500), (5000, 17, 3001), (2, 768, 512), (3, 777, 1029)] {
+    // a row and more (the column-sliced kernel: token-type-like tables, partial slices and tiles);
+    // up to 2048 lookups the many-block plan (a BERT-sized word table), above it the one-block plan
+    for &(n, d, l) in &[(1usize, 1usize, 1usize), (7, 33, 257), (300, 1030, 600), (96, 64, 4099), (5, 3, 0), (3, 5, 2500), (5000, 17, 3001), (2, 768, 512), (3, 777, 1029), (30522, 40, 512), (2049, 9, 2048), (4000, 5, 2049)] {
         for pad in [None, Some(2i64)] {
             if pad.is_some_and(|p| p as usize >= n) {
                 continue;

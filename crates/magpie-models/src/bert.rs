@@ -9,6 +9,8 @@ use crate::blocks::module_children;
 use crate::config::BertConfig;
 use crate::hub::{Init, WeightSource};
 use crate::output::ModelOutput;
+use magpie_core::ops::nn::add_layer_norm::add_layer_norm;
+use magpie_core::ops::nn::bias_gelu::bias_gelu;
 use magpie_core::ops::nn::lm_head_loss::lm_head_cross_entropy_with_bias;
 use magpie_core::ops::nn::{dropout, linear, Reduction};
 use magpie_core::{DType, Error, Result, Tensor};
@@ -40,7 +42,15 @@ module_children!(BertResidualOutput, "BertOutput", [dense => "dense", layer_norm
 
 impl BertResidualOutput {
     fn run(&self, x: &Tensor, residual: &Tensor, drop: Drop) -> Result<Tensor> {
-        self.layer_norm.forward(&drop.hidden(&self.dense.forward(x)?)?.add(residual)?)
+        if drop.hidden > 0.0 {
+            return self.layer_norm.forward(&drop.hidden(&self.dense.forward(x)?)?.add(residual)?);
+        }
+        // without dropout the projection's bias, the residual add and the LayerNorm are one op
+        // (one kernel each way on CUDA)
+        let ln = &self.layer_norm;
+        let ns: Vec<i64> = ln.normalized_shape.iter().map(|&v| v as i64).collect();
+        let y = linear(x, &self.dense.weight, None)?;
+        add_layer_norm(&y, residual, self.dense.bias.as_ref(), &ns, ln.weight.as_ref(), ln.bias.as_ref(), ln.eps)
     }
 }
 
@@ -191,8 +201,22 @@ impl BertLayer {
         let s = &self.attention.self_attn;
         let a = attend(&s.query.forward(x)?, &s.key.forward(x)?, &s.value.forward(x)?, heads, None, mask, None, None, drop.attention)?;
         let a = self.attention.output.run(&a, x, drop)?;
-        let i = act.apply(&self.intermediate.dense.forward(&a)?)?;
+        let i = dense_act(&self.intermediate.dense, act, &a)?;
         self.output.run(&i, &a, drop)
+    }
+}
+
+/// `act(dense(x))`; for GELU the projection's bias and the activation are one op (`bias_gelu`:
+/// one kernel each way on CUDA, the bias added in the activation's dtype as `linear` adds it).
+fn dense_act(dense: &Linear, act: Activation, x: &Tensor) -> Result<Tensor> {
+    let approximate = match act {
+        Activation::Gelu => "none",
+        Activation::GeluTanh => "tanh",
+        _ => return act.apply(&dense.forward(x)?),
+    };
+    match &dense.bias {
+        Some(b) => bias_gelu(&linear(x, &dense.weight, None)?, b, approximate),
+        None => act.apply(&dense.forward(x)?),
     }
 }
 
@@ -270,7 +294,7 @@ impl BertForMaskedLM {
     /// The MLM head's transform (dense, activation, LayerNorm) before the decoder.
     fn head_hidden(&self, x: &Tensor) -> Result<Tensor> {
         let p = &self.cls.predictions;
-        p.transform.layer_norm.forward(&self.bert.config.hidden_act.apply(&p.transform.dense.forward(x)?)?)
+        p.transform.layer_norm.forward(&dense_act(&p.transform.dense, self.bert.config.hidden_act, x)?)
     }
 
     /// The masked-LM loss: the mean cross-entropy of `labels [B, T]` (-100: ignored) over the

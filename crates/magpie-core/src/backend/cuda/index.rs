@@ -180,10 +180,19 @@ pub fn embedding_backward(g: &Tensor, indices: &Tensor, rows: usize, skip: Optio
     let (sp, dev) = elem_ptr(op, &scratch)?;
     let (cnt, off) = (sp, sp + 4 * rows as u64);
     let (rank, pos) = (off + 4 * (rows as u64 + 1), off + 4 * (rows + 1 + n) as u64);
-    let plan = kfunc(&dev, KFile::Index, g.dtype(), "embedding_bwd_plan")?;
-    let mut a = Args::new();
-    a.push(elem_ptr(op, &idx)?.0).push(n as i32).push(rows as i32).push(cnt).push(off).push(rank).push(pos);
-    launch(&dev, op, plan, (1, 1, 1), (1024, 1, 1), 0, &mut a)?;
+    if n <= PLAN_SMALL_MAX {
+        // few lookups (BERT's 512 into a 30522-row table): the plan over many blocks, each
+        // thread on its own, instead of one block walking every row's count
+        let plan = kfunc(&dev, KFile::Index, g.dtype(), "embedding_bwd_plan_small")?;
+        let mut a = Args::new();
+        a.push(elem_ptr(op, &idx)?.0).push(n as i32).push(rows as i32).push(off).push(pos);
+        launch(&dev, op, plan, ((rows + 1).max(n).div_ceil(256) as u32, 1, 1), (256, 1, 1), 0, &mut a)?;
+    } else {
+        let plan = kfunc(&dev, KFile::Index, g.dtype(), "embedding_bwd_plan")?;
+        let mut a = Args::new();
+        a.push(elem_ptr(op, &idx)?.0).push(n as i32).push(rows as i32).push(cnt).push(off).push(rank).push(pos);
+        launch(&dev, op, plan, (1, 1, 1), (1024, 1, 1), 0, &mut a)?;
+    }
     // many hits a row on average (token types): 32-column slices of each row over blocks, the
     // hits' loads staged 128 at a time; else a block a row
     let slices = d.div_ceil(32);
@@ -197,6 +206,9 @@ pub fn embedding_backward(g: &Tensor, indices: &Tensor, rows: usize, skip: Optio
     launch(&dev, op, f, grid, block, 0, &mut a)?;
     Ok(Some(out))
 }
+
+/// Most lookups for `embedding_bwd_plan_small` (its work grows as lookups x (rows + lookups)).
+const PLAN_SMALL_MAX: usize = 2048;
 
 /// Rows `idx` (contiguous i64) of the contiguous `[rows, d]` table `w`, as a tensor of `shape`.
 fn take_rows(op: &str, w: &Tensor, idx: &Tensor, rows: usize, d: usize, shape: &[usize]) -> Result<Tensor> {

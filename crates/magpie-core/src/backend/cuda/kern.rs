@@ -54,6 +54,8 @@ pub enum KFile {
     AdvIndex,
     /// LU pivots to permutations, determinants (`linalg_perm.rs`).
     Linalg,
+    /// Residual add + layer_norm forward and backward (`add_norm.rs`).
+    AddNorm,
 }
 
 impl KFile {
@@ -79,6 +81,7 @@ impl KFile {
             KFile::Rows => "rows",
             KFile::AdvIndex => "adv_index",
             KFile::Linalg => "linalg",
+            KFile::AddNorm => "add_norm",
         }
     }
     fn body(self) -> &'static str {
@@ -103,6 +106,7 @@ impl KFile {
             KFile::Rows => include_str!("kernels/rows.cu"),
             KFile::AdvIndex => include_str!("kernels/adv_index.cu"),
             KFile::Linalg => include_str!("kernels/linalg.cu"),
+            KFile::AddNorm => include_str!("kernels/add_norm.cu"),
         }
     }
 }

@@ -8,6 +8,7 @@
 pub mod amp;
 #[cfg(feature = "cuda")]
 pub mod adv_index;
+pub mod add_norm;
 #[cfg(feature = "cuda")]
 pub mod alloc;
 #[cfg(feature = "cuda")]

@@ -79,7 +79,7 @@ fn nonzero(t: &Tensor) -> Result<bool> {
     cpu::read(t, |v: &[f32]| v.iter().any(|&x| x != 0.0))
 }
 
-type Grads = (Option<Tensor>, Option<Tensor>, Option<Tensor>);
+pub(crate) type Grads = (Option<Tensor>, Option<Tensor>, Option<Tensor>);
 
 /// The fused kernel's dx and (dw, db), f32 on the CPU.
 #[allow(clippy::too_many_arguments)]
@@ -112,7 +112,7 @@ fn sum_lead(t: &Tensor, lead: &[i64]) -> Result<Tensor> {
 
 /// The same gradients with tensor ops (statistics recomputed from `x`), so they are
 /// differentiable again.
-fn composite_backward(g: &Tensor, x: &Tensor, w: Option<&Tensor>, k: usize, eps: f64, need_x: bool, need_wb: bool) -> Result<Grads> {
+pub(crate) fn composite_backward(g: &Tensor, x: &Tensor, w: Option<&Tensor>, k: usize, eps: f64, need_x: bool, need_wb: bool) -> Result<Grads> {
     let (dims, lead) = dims_of(x.ndim(), k);
     let m = x.mean_dims(Some(&dims), true, None)?;
     let c = x.sub(&m)?;

@@ -4,7 +4,9 @@
 //! written with the same kernels, so they are differentiable to any order; the rest are
 //! composites of existing ops.
 
+pub mod add_layer_norm;
 pub mod attention;
+pub mod bias_gelu;
 mod attention_fused;
 #[cfg(feature = "cuda")]
 mod attention_cuda;
@@ -29,7 +31,9 @@ pub mod pool;
 pub(crate) mod resample;
 pub(crate) mod util;
 
+pub use add_layer_norm::add_layer_norm;
 pub use attention::scaled_dot_product_attention;
+pub use bias_gelu::bias_gelu;
 pub use conv::{bilinear, conv, conv_transpose, linear, Padding};
 pub use ctc::ctc_loss;
 pub use dropout::{alpha_dropout, dropout};

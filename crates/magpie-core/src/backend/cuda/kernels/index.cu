@@ -122,6 +122,43 @@ extern "C" __global__ void __launch_bounds__(1024) embedding_bwd_plan(const i64*
     }
 }
 
+// Step 1 for few indices (the host picks it up to PLAN_SMALL_MAX of them), over many blocks and
+// without cnt or rank: thread i computes off[i] (the in-range indices below row i) for i <= rows,
+// and for i < nidx its own position's slot, off[idx[i]] + (earlier positions with the same
+// index), which it writes into pos. Each thread scans all indices (staged 1024 at a time in
+// shared memory, read as broadcasts), so the work is (rows + nidx) x nidx comparisons with no
+// dependence between threads; off and pos are the one-block plan's, value for value.
+extern "C" __global__ void __launch_bounds__(256) embedding_bwd_plan_small(const i64* __restrict__ idx, int nidx, int rows, int* off,
+                                                                          int* pos) {
+    __shared__ int vals[1024];
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    int mine = -1;
+    if (i < nidx) {
+        const i64 x = idx[i];
+        mine = (x >= 0 && x < rows) ? (int)x : -1;
+    }
+    int below_row = 0, below_mine = 0, rank = 0;
+    for (int c0 = 0; c0 < nidx; c0 += 1024) {
+        const int nc = min(1024, nidx - c0);
+        __syncthreads();
+        for (int j = threadIdx.x; j < nc; j += blockDim.x) {
+            const i64 x = idx[c0 + j];
+            vals[j] = (x >= 0 && x < rows) ? (int)x : -1;
+        }
+        __syncthreads();
+        for (int j = 0; j < nc; j++) {
+            const int v = vals[j];
+            if (v >= 0) {
+                below_row += v < i;
+                below_mine += v < mine;
+                rank += (v == mine) & (c0 + j < i);
+            }
+        }
+    }
+    if (i <= rows) off[i] = below_row;
+    if (mine >= 0) pos[below_mine + rank] = i;
+}
+
 // Step 2: out[r, :] = sum of g[pos[j], :] for j in [off[r], off[r + 1]) in that order (index
 // order), zeros for rows without hits and for the row `skip` (padding_idx; -1 for none). Block b
 // owns rows b, b + gridDim.x, ...; a thread keeps 4 columns 256 apart and loads 4 hits ahead
