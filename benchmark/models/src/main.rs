@@ -214,11 +214,12 @@ fn run_case(a: &Args, case: &str, path: &str) -> Result<Vec<Value>> {
         // MAGPIE_FUSED_CHAIN=1: a block's o, gate|up, down and the next q|k|v as one persistent
         // kernel with grid barriers (EngineConfig::decode_chain)
         let decode_chain = std::env::var("MAGPIE_FUSED_CHAIN").map_or(EngineConfig::default().decode_chain, |v| v != "0");
-        // MAGPIE_FUSED_LT=0: prefill products by the legacy cuBLAS call (not timed cuBLASLt
-        // algorithms) and the MLP's activation as its own kernel
-        let prefill_lt = std::env::var("MAGPIE_FUSED_LT").map_or(true, |v| v != "0");
-        // MAGPIE_FUSED_SHORT_ATTN=0: short prefill passes through the core's flash kernel
-        let prefill_short_attn = std::env::var("MAGPIE_FUSED_SHORT_ATTN").map_or(true, |v| v != "0");
+        // MAGPIE_FUSED_LT=1: prefill products through timed cuBLASLt algorithms with the MLP's
+        // bias and activation in the epilogue (0: the legacy cuBLAS call, the default)
+        let prefill_lt = std::env::var("MAGPIE_FUSED_LT").map_or(EngineConfig::default().prefill_lt, |v| v != "0");
+        // MAGPIE_FUSED_SHORT_ATTN=1: short prefill passes in 16-query blocks (0: the core's flash
+        // kernel, the default)
+        let prefill_short_attn = std::env::var("MAGPIE_FUSED_SHORT_ATTN").map_or(EngineConfig::default().prefill_short_attn, |v| v != "0");
         let cfg = EngineConfig { max_batch: batch, max_len: prompt_len + new_tokens.max(1), gemv, pdl, fuse, gemv_split, gemv_split_min_gain, attention_kernel, l2_prefetch, fused_argmax, decode_chain, prefill_lt, prefill_short_attn, ..EngineConfig::default() };
         engine = Some(FusedDecoder::from_model(&model, cfg)?);
     }

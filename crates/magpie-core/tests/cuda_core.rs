@@ -211,13 +211,14 @@ fn autograd_through_cuda_tensors() {
 fn registry_falls_back_to_cpu_for_ops_without_cuda_paths() {
     let Some(dev) = gpu() else { return };
     let mut rng = Rng::new(6);
-    let xc = rand(&mut rng, &[4, 4], DType::F64, -2.0, 2.0).with_requires_grad().unwrap();
+    // mvlgamma(x, p = 2) is defined for x > 0.5
+    let xc = rand(&mut rng, &[4, 4], DType::F64, 1.5, 4.0).with_requires_grad().unwrap();
     let xg = xc.detach().to_device(dev).unwrap().with_requires_grad().unwrap();
-    // det has no CUDA kernel: computed on the CPU, returned on the GPU, differentiable
-    let run = |x: &Tensor| call("det", vec![Value::Tensor(x.clone())], vec![]).unwrap().into_tensor().unwrap();
+    // mvlgamma has no CUDA kernel: computed on the CPU, returned on the GPU, differentiable
+    let run = |x: &Tensor| call("mvlgamma", vec![Value::Tensor(x.clone()), Value::Int(2)], vec![]).unwrap().into_tensor().unwrap();
     let (yc, yg) = (run(&xc), run(&xg));
     assert_eq!(yg.device(), dev);
-    assert_close("det", &yg.to_device(Device::Cpu).unwrap(), &yc, 1e-9, 1e-9);
+    assert_close("mvlgamma", &yg.to_device(Device::Cpu).unwrap(), &yc, 1e-9, 1e-9);
     let sg = call("sum", vec![Value::Tensor(yg.mul(&yg).unwrap())], vec![]).unwrap().into_tensor().unwrap();
     let sc = call("sum", vec![Value::Tensor(yc.mul(&yc).unwrap())], vec![]).unwrap().into_tensor().unwrap();
     sg.backward().unwrap();
@@ -233,7 +234,7 @@ fn registry_falls_back_to_cpu_for_ops_without_cuda_paths() {
         assert_close("cumsum_", &tg.to_device(Device::Cpu).unwrap(), &want, 1e-6, 1e-6);
     }
     let counts = cuda::fallback_counts();
-    assert!(counts.iter().any(|(op, _, fb)| op == "det" && *fb > 0), "{counts:?}");
+    assert!(counts.iter().any(|(op, _, fb)| op == "mvlgamma" && *fb > 0), "{counts:?}");
     // native ops are counted as native
     call("add", vec![Value::Tensor(xg.detach()), Value::Tensor(xg.detach())], vec![]).unwrap();
     assert!(cuda::fallback_counts().iter().any(|(op, n, _)| op == "add" && *n > 0));

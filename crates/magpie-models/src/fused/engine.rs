@@ -69,11 +69,14 @@ pub struct EngineConfig {
     pub chain_grid: usize,
     /// Prefill passes run their products through cuBLASLt with the algorithm timed per shape on
     /// first use ([`LtGemm`]), the bias and activation of a non-gated MLP in the up projection's
-    /// epilogue (false: the legacy cuBLAS call and the separate activation kernel).
+    /// epilogue (false, the default: the legacy cuBLAS call and the separate activation kernel;
+    /// on an NVIDIA H200 the cuBLASLt path made GPT-2's 128-token prefill slower, see
+    /// docs/fused-prefill.md).
     pub prefill_lt: bool,
     /// Prefill passes of at most [`SHORT_ATTN_MAX_KEYS`] keys per sequence run their attention as
     /// blocks of 16 queries of one head ([`ShortAttention`], head dims 32, 64, 128) instead of the
-    /// core's flash kernel, whose 64-query tiles leave most SMs idle at these lengths.
+    /// core's flash kernel, whose 64-query tiles leave most SMs idle at these lengths (false, the
+    /// default: it was slower than the flash kernel on an NVIDIA H200, see docs/fused-prefill.md).
     pub prefill_short_attn: bool,
 }
 
@@ -97,8 +100,8 @@ impl Default for EngineConfig {
             fused_argmax: true,
             decode_chain: false,
             chain_grid: 0,
-            prefill_lt: true,
-            prefill_short_attn: true,
+            prefill_lt: false,
+            prefill_short_attn: false,
         }
     }
 }
