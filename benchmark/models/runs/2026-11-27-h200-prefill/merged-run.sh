@@ -4,7 +4,8 @@
 # ../shared/tools/gpu-stage stages them, xz-compressed), the merged bench-models and main's (e37a644).
 # merged tree: the models' GPU tests, then the prefill rows (main's bench-models of e37a644 beside the merged one)
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}
-source .gpu-b/unxz.sh
+# decompress every .xz under the given folders (xz if present, else python's lzma)
+unxz_all() { for f in $(find "$@" -name '*.xz'); do if command -v xz >/dev/null; then xz -df "$f"; else python3 -c "import lzma,sys,shutil; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[1][:-3],'wb'))" "$f" && rm -f "$f"; fi; chmod +x "${f%.xz}"; done; }
 rm -rf .gpu && cp -r .gpu-b .gpu && unxz_all .gpu/bin .gpu && gunzip -f .gpu/bench-models-main.gz && chmod +x .gpu/bench-models*
 T0=$SECONDS; el() { echo "[$((SECONDS-T0)) s] $*"; }
 OUT=$OUT timeout 330 bash .gpu/run.sh > $OUT/tests-b.txt 2>&1; el "tests rc=$?"
