@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The run of this folder, on the GPU machine (no Rust there): from the repo root, with the
-# prebuilt binaries in $G/bin (train-bench of this branch, train-bench-base of main c9d4f74), the
+# prebuilt binaries in $G/bin (train-bench of this branch at fce715b, train-bench-base: main's release
+# build of 2026-11-27 12:47, whose training path is that of c9d4f74), the
 # staged GPU tests in $G/tests (as ../shared/tools/gpu-stage stages them: gzipped test binaries,
 # a manifest, run.sh) and ncu_sum.py of runs/2026-11-27-h200-amp-linear. Writes to $OUT.
 set -u
