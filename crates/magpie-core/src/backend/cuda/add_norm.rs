@@ -200,7 +200,7 @@ pub fn backward(g: &Tensor, h: &Tensor, mean: &Tensor, rstd: &Tensor, w: Option<
                 let f = kfunc(&dev, KFile::AddNorm, dt, "add_ln_bwd_fin")?;
                 let mut a = Args::new();
                 a.push(elem_ptr(op, pt)?.0).push(slices as i64).push(dwp).push(dlnbp).push(dbp).push(cb).push(n as i64);
-                launch(&dev, op, f, (n.div_ceil(256) as u32, 1, 1), (256, 1, 1), 0, &mut a)?;
+                launch(&dev, op, f, ((3 * n).div_ceil(256) as u32, 1, 1), (256, 1, 1), 0, &mut a)?;
             }
             (out.w, out.lnb, out.bias) = (dw, dlnb, dbias);
         } else {

@@ -142,27 +142,11 @@ fn reduce_into(t: &Tensor, dims: &[usize], op: RedOp, scale: f64, out_shape: &[u
     let vsz = 16 / dt.size();
     let col = p.red.len() == 1 && p.kept.len() == 1 && p.kept[0].1 == 1;
     if col && acc_out && op == RedOp::Sum && dt.size() == 2 && dt.is_float() && p.outer.is_multiple_of(2) && ptr.is_multiple_of(4) && p.red[0].1.is_multiple_of(2) && (p.inner <= 2048 || p.outer.div_ceil(64) >= 2 * sms) {
-        // a 16-bit column sum kept in float32 (a bias gradient): row slices of at least 64 rows
-        // (4 a warp) until about two blocks an SM, then one ordered pass over the slices
-        let bx = p.outer.div_ceil(64);
-        let split = (2 * sms).div_ceil(bx).min(p.inner.div_ceil(64)).clamp(1, 65535);
-        let chunk = p.inner.div_ceil(split);
-        let split = p.inner.div_ceil(chunk);
-        let part = if split > 1 { Some(empty(name, ord, odt, &[split * p.outer])?) } else { None };
-        let dst = match &part {
-            Some(pt) => elem_ptr(name, pt)?.0,
-            None => optr,
-        };
+        // a 16-bit column sum kept in float32 (a bias gradient): one launch, all rows a block
         let f = kfunc(&dev, KFile::Reduce, dt, "rcol1_sum")?;
         let mut a = Args::new();
-        a.push(ptr).push(dst).push(p.red[0].1 as i64).push(p.outer as i64).push(p.inner as i64).push(chunk as i64);
-        launch(&dev, name, f, (bx as u32, split as u32, 1), (512, 1, 1), 0, &mut a)?;
-        if part.is_some() {
-            let f = kfunc(&dev, KFile::Reduce, dt, "rcol1_fin")?;
-            let mut a = Args::new();
-            a.push(dst).push(optr).push(p.outer as i64).push(split as i32);
-            launch(&dev, name, f, (p.outer.div_ceil(256) as u32, 1, 1), (256, 1, 1), 0, &mut a)?;
-        }
+        a.push(ptr).push(optr).push(p.red[0].1 as i64).push(p.outer as i64).push(p.inner as i64);
+        launch(&dev, name, f, (p.outer.div_ceil(64) as u32, 1, 1), (512, 1, 1), 0, &mut a)?;
         return Ok(Some(out));
     }
     if col && p.outer.is_multiple_of(vsz) && ptr.is_multiple_of(16) && p.red[0].1.is_multiple_of(vsz) {

@@ -225,18 +225,28 @@ extern "C" __global__ void add_ln_bwd_cols(const T* __restrict__ g, const T* __r
     }
 }
 
-// The second pass of a split add_ln_bwd_cols: column j's `slices` partials added in slice order.
+// The second pass of a split add_ln_bwd_cols: a thread per (sum k, column j), k = 0 weight,
+// 1 LayerNorm bias, 2 bias, adding the `slices` partials in slice order; four loads are issued
+// before their adds, as the chain of one thread is what this pass waits on.
 extern "C" __global__ void add_ln_bwd_fin(const A* __restrict__ part, i64 slices, T* dw, T* dlnb, void* dbias, int cb, i64 n) {
-    const i64 j = (i64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= n) return;
-    A aw = 0, ab = 0, ad = 0;
-    for (i64 p = 0; p < slices; p++) {
-        const A* q = part + p * 3 * n;
-        aw += q[j];
-        ab += q[n + j];
-        ad += q[2 * n + j];
+    const i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= 3 * n) return;
+    const int k = (int)(t / n);
+    const i64 j = t - (i64)k * n;
+    if ((k == 0 && !dw) || (k == 1 && !dlnb) || (k == 2 && !dbias)) return;
+    const A* q = part + (i64)k * n + j;
+    const i64 st = 3 * n;
+    A s = 0;
+    i64 p = 0;
+    for (; p + 4 <= slices; p += 4) {
+        const A a0 = q[p * st], a1 = q[(p + 1) * st], a2 = q[(p + 2) * st], a3 = q[(p + 3) * st];
+        s += a0;
+        s += a1;
+        s += a2;
+        s += a3;
     }
-    if (dw) dw[j] = Ty<T>::st(aw);
-    if (dlnb) dlnb[j] = Ty<T>::st(ab);
-    if (dbias) st_any(dbias, j, cb, ad);
+    for (; p < slices; p++) s += q[p * st];
+    if (k == 0) dw[j] = Ty<T>::st(s);
+    else if (k == 1) dlnb[j] = Ty<T>::st(s);
+    else st_any(dbias, j, cb, s);
 }

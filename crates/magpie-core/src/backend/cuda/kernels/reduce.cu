@@ -194,24 +194,19 @@ __device__ void rfin(const A* __restrict__ part, T* out, i64 outer, int split, d
     extern "C" __global__ void rfin_##name(const A* part, T* out, i64 outer, int split, double scale) {   \
         rfin<Op<A> >(part, out, outer, split, scale);                                                     \
     }
-// Column sums stored in A (the bias gradients of 16-bit products: [inner, outer] rows `rs`
-// apart, outputs contiguous, a few hundred rows). A block owns 64 neighbouring outputs (a lane two
-// of them: 4-byte loads, 128 contiguous bytes a warp a row) over the rows of its slice
-// [blockIdx.y * chunk, + chunk); its 16 warps split those rows, 8 loads in flight a lane, and are
-// folded in warp order. The block writes out[blockIdx.y * outer + o]: the result with one slice,
-// else a partial that rcol1_fin folds in slice order (deterministic, no atomics). The slices put
-// more blocks to work than the 12 of a 768-wide bias. The host keeps it to 16-bit types, an even
-// `outer` and `rs`, and a 4-byte aligned `in`.
-extern "C" __global__ void __launch_bounds__(512) rcol1_sum(const T* __restrict__ in, A* __restrict__ out, i64 rs, i64 outer, i64 inner,
-                                                            i64 chunk) {
+// One-pass column sums stored in A (the bias gradients of 16-bit products: [inner, outer] rows
+// `rs` apart, outputs contiguous, a few hundred rows). A block owns 64 neighbouring outputs (a
+// lane two of them: 4-byte loads, 128 contiguous bytes a warp a row); its 16 warps split all the
+// rows, 8 loads in flight a lane, and are folded in warp order: no partials, no second launch.
+// The host keeps it to 16-bit types, an even `outer` and `rs`, and a 4-byte aligned `in`.
+extern "C" __global__ void __launch_bounds__(512) rcol1_sum(const T* __restrict__ in, A* __restrict__ out, i64 rs, i64 outer, i64 inner) {
     __shared__ A sm[16][65];
     const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
     const i64 o0 = (i64)blockIdx.x * 64 + 2 * tx;
-    const i64 r0 = (i64)blockIdx.y * chunk, r1 = r0 + chunk < inner ? r0 + chunk : inner;
     A a0 = (A)0, a1 = (A)0;
     if (sizeof(T) == 2 && o0 < outer) {
-        i64 r = r0 + ty;
-        for (; r + 7 * 16 < r1; r += 8 * 16) {
+        i64 r = ty;
+        for (; r + 7 * 16 < inner; r += 8 * 16) {
             unsigned int u[8];
 #pragma unroll
             for (int k = 0; k < 8; k++) u[k] = __ldg(reinterpret_cast<const unsigned int*>(in + (r + 16 * k) * rs + o0));
@@ -222,7 +217,7 @@ extern "C" __global__ void __launch_bounds__(512) rcol1_sum(const T* __restrict_
                 a1 += (A)Ty<T>::ld(e[1]);
             }
         }
-        for (; r < r1; r += 16) {
+        for (; r < inner; r += 16) {
             const unsigned int u = __ldg(reinterpret_cast<const unsigned int*>(in + r * rs + o0));
             const T* e = reinterpret_cast<const T*>(&u);
             a0 += (A)Ty<T>::ld(e[0]);
@@ -238,18 +233,9 @@ extern "C" __global__ void __launch_bounds__(512) rcol1_sum(const T* __restrict_
             A s = sm[0][threadIdx.x];
 #pragma unroll
             for (int k = 1; k < 16; k++) s += sm[k][threadIdx.x];
-            out[(i64)blockIdx.y * outer + o] = s;
+            out[o] = s;
         }
     }
-}
-
-// The second pass of a sliced rcol1_sum: output o's `split` partials added in slice order.
-extern "C" __global__ void rcol1_fin(const A* __restrict__ part, A* __restrict__ out, i64 outer, int split) {
-    const i64 o = (i64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (o >= outer) return;
-    A s = part[o];
-    for (int k = 1; k < split; k++) s += part[(i64)k * outer + o];
-    out[o] = s;
 }
 
 MP_REDUCE(sum, OpSum)
