@@ -63,7 +63,7 @@ fn run(fused: bool, x: &Tensor, r: &Tensor, b: Option<&Tensor>, w: Option<&Tenso
 fn fused_add_layer_norm_matches_the_composite() {
     let Some(dev) = gpu() else { return };
     let mut rng = Rng::new(14);
-    let shapes: &[&[usize]] = &[&[1, 7], &[5, 768], &[3, 11, 130], &[512, 768], &[4100, 33], &[2, 2049]];
+    let shapes: &[&[usize]] = &[&[1, 7], &[5, 768], &[3, 11, 130], &[100, 768], &[512, 768], &[4100, 33], &[2, 2049], &[3, 4111]];
     for &shape in shapes {
         let n = *shape.last().unwrap();
         let ns = [n as i64];

@@ -1,7 +1,8 @@
 //! Host side of kernels/add_norm.cu: `layer_norm(x + bias + residual)` forward (one kernel a
 //! step: the adds, the statistics and the affine map) and backward (the normalized input's
 //! gradient, written also in x's dtype, then the weight, LayerNorm-bias and bias gradients as
-//! column sums in one launch), for `ops::nn::add_layer_norm`.
+//! column sums: row slices over many blocks, folded in slice order by a second pass), for
+//! `ops::nn::add_layer_norm`.
 
 use super::kern::{elem_ptr, kfunc, KFile};
 use super::launch::{launch, Args};
@@ -86,7 +87,7 @@ pub fn forward(x: &Tensor, residual: &Tensor, bias: Option<&Tensor>, w: Option<&
     if rows > 0 {
         let (xp, dev) = elem_ptr(op, &x)?;
         let f = kfunc(&dev, KFile::AddNorm, ty.out, "add_ln_fwd")?;
-        let threads = (n.div_ceil(32) * 32).clamp(32, 1024) as u32;
+        let threads = row_threads(n);
         let mut a = Args::new();
         a.push(xp).push(cx).push(elem_ptr(op, &residual)?.0).push(cr).push(ptr(op, &bias)?).push(cb).push(cxb).push(ch);
         a.push(ptr(op, &w)?).push(ptr(op, &lnb)?).push(elem_ptr(op, &h)?.0).push(elem_ptr(op, &y)?.0);
@@ -117,8 +118,24 @@ pub struct AddNormNeeds {
     pub lnb: bool,
 }
 
-/// Most rows for the one-launch column sums (longer columns: the norm_bwd kernels and a sum).
+/// Most rows for the kernels' column sums (longer columns: the norm_bwd kernels and a sum).
 const COLS_MAX_ROWS: usize = 4096;
+
+/// Elements a thread holds in registers in the row kernels (`AL_MAXK` in add_norm.cu).
+const ROW_MAXK: usize = 4;
+
+/// Threads of a row kernel's block: enough for [`ROW_MAXK`] elements a thread (the register
+/// path), at most 1024 (longer rows take the loop path).
+fn row_threads(n: usize) -> u32 {
+    (n.div_ceil(ROW_MAXK).div_ceil(32) * 32).clamp(32, 1024) as u32
+}
+
+/// How many row slices the column sums split into: about two blocks per SM over `bx` column
+/// blocks, each slice at least 32 rows (two a warp), so that more loads are in flight than the
+/// column blocks alone hold; 1 for short columns (then no second pass).
+fn col_slices(rows: usize, bx: usize, sms: usize) -> usize {
+    (2 * sms.max(1)).div_ceil(bx.max(1)).min(rows.div_ceil(32)).max(1)
+}
 
 /// The backward of [`forward`] from its saved `h`, `mean`, `rstd` and the output gradient `g`
 /// (dtype of `h`). None when there is no kernel for these inputs.
@@ -152,7 +169,7 @@ pub fn backward(g: &Tensor, h: &Tensor, mean: &Tensor, rstd: &Tensor, w: Option<
     };
     if dh.is_some() || dx_other.is_some() {
         let f = kfunc(&dev, KFile::AddNorm, dt, "add_ln_bwd_dx")?;
-        let threads = (n.div_ceil(32) * 32).clamp(32, 1024) as u32;
+        let threads = row_threads(n);
         let cdx = dx_other.as_ref().and_then(|t| code(t.dtype())).unwrap_or(0);
         let mut a = Args::new();
         a.push(gp).push(hp).push(mp).push(rp).push(ptr(op, &w)?).push(ptr(op, &dh)?).push(ptr(op, &dx_other)?).push(cdx).push(n as i64);
@@ -168,10 +185,23 @@ pub fn backward(g: &Tensor, h: &Tensor, mean: &Tensor, rstd: &Tensor, w: Option<
             };
             let f = kfunc(&dev, KFile::AddNorm, dt, "add_ln_bwd_cols")?;
             let cb = dbias.as_ref().and_then(|t| code(t.dtype())).unwrap_or(0);
+            let bx = n.div_ceil(32);
+            let slices = col_slices(rows, bx, dev.sm_count as usize);
+            let chunk = rows.div_ceil(slices);
+            let slices = rows.div_ceil(chunk);
+            // the slices' partial sums in the kernels' accumulator dtype (f64 for double, else f32)
+            let part = if slices > 1 { Some(empty(op, ord, if dt == DType::F64 { DType::F64 } else { DType::F32 }, &[slices * 3 * n])?) } else { None };
+            let (dwp, dlnbp, dbp) = (ptr(op, &dw)?, ptr(op, &dlnb)?, ptr(op, &dbias)?);
             let mut a = Args::new();
             a.push(gp).push(hp).push(mp).push(rp).push(if dbias.is_some() { ptr(op, &dh)? } else { 0 });
-            a.push(ptr(op, &dw)?).push(ptr(op, &dlnb)?).push(ptr(op, &dbias)?).push(cb).push(rows as i64).push(n as i64);
-            launch(&dev, op, f, (n.div_ceil(32) as u32, 1, 1), (32, 16, 1), 0, &mut a)?;
+            a.push(dwp).push(dlnbp).push(dbp).push(cb).push(rows as i64).push(n as i64).push(ptr(op, &part)?).push(chunk as i64);
+            launch(&dev, op, f, (bx as u32, slices as u32, 1), (32, 16, 1), 0, &mut a)?;
+            if let Some(pt) = &part {
+                let f = kfunc(&dev, KFile::AddNorm, dt, "add_ln_bwd_fin")?;
+                let mut a = Args::new();
+                a.push(elem_ptr(op, pt)?.0).push(slices as i64).push(dwp).push(dlnbp).push(dbp).push(cb).push(n as i64);
+                launch(&dev, op, f, ((3 * n).div_ceil(256) as u32, 1, 1), (256, 1, 1), 0, &mut a)?;
+            }
             (out.w, out.lnb, out.bias) = (dw, dlnb, dbias);
         } else {
             if need.w || need.lnb {

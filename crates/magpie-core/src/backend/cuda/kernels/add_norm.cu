@@ -5,7 +5,10 @@
 //   h = round_h(round_xb(x + bias) + residual)          (the composite's roundings)
 //   y = (h - mean(h)) * rstd * w + lnb                 (add_ln_fwd, a block per row; h saved)
 //   dh = rstd * (gw - mean(gw) - hhat * mean(gw * hhat)), gw = g * w   (add_ln_bwd_dx)
-//   dw = sum g * hhat, dlnb = sum g, dbias = sum dh    (add_ln_bwd_cols, 32 columns a block)
+//   dw = sum g * hhat, dlnb = sum g, dbias = sum dh    (add_ln_bwd_cols, 32 columns a block;
+//                                                      rows split over blocks, add_ln_bwd_fin)
+// Rows of up to AL_MAXK * blockDim.x elements are held in registers (read once, written once);
+// longer rows are re-read by the thread that wrote each element.
 
 typedef Ty<T>::acc A;
 
@@ -37,6 +40,8 @@ __device__ __forceinline__ A round_to(A v, int code) {
     }
 }
 
+#define AL_MAXK 4
+
 extern "C" __global__ void __launch_bounds__(1024) add_ln_fwd(const void* __restrict__ x, int cx, const void* __restrict__ res, int cr,
                                                               const void* __restrict__ bias, int cb, int cxb, int ch,
                                                               const T* __restrict__ w, const T* __restrict__ lnb, T* __restrict__ h,
@@ -46,27 +51,66 @@ extern "C" __global__ void __launch_bounds__(1024) add_ln_fwd(const void* __rest
     const i64 row = blockIdx.x, o = row * n;
     T* hr = h + o;
     T* yr = y + o;
-    A s = 0;
-    for (i64 i = threadIdx.x; i < n; i += blockDim.x) {
-        A v = ld_any(x, o + i, cx);
-        if (bias) v = round_to(v + ld_any(bias, i, cb), cxb);
-        v = Ty<T>::ld(Ty<T>::st(round_to(v + ld_any(res, o + i, cr), ch)));
-        hr[i] = Ty<T>::st(v);
-        s += v;
-    }
-    const A mu = block_reduce<OpSum<A> >(s, sm) / (A)n;
-    // the row is re-read from h by the thread that wrote each element
-    A q = 0;
-    for (i64 i = threadIdx.x; i < n; i += blockDim.x) {
-        A d = Ty<T>::ld(hr[i]) - mu;
-        q += d * d;
-    }
-    const A rs = m_rsqrt(block_reduce<OpSum<A> >(q, sm) / (A)n + (A)eps);
-    for (i64 i = threadIdx.x; i < n; i += blockDim.x) {
-        A v = (Ty<T>::ld(hr[i]) - mu) * rs;
-        if (w) v *= Ty<T>::ld(w[i]);
-        if (lnb) v += Ty<T>::ld(lnb[i]);
-        yr[i] = Ty<T>::st(v);
+    A mu, rs;
+    if (n <= (i64)blockDim.x * AL_MAXK) {
+        // all loads of a thread issued before the first reduction
+        A v[AL_MAXK];
+        A s = 0;
+#pragma unroll
+        for (int k = 0; k < AL_MAXK; k++) {
+            const i64 i = threadIdx.x + (i64)k * blockDim.x;
+            v[k] = 0;
+            if (i < n) {
+                A t = ld_any(x, o + i, cx);
+                if (bias) t = round_to(t + ld_any(bias, i, cb), cxb);
+                v[k] = Ty<T>::ld(Ty<T>::st(round_to(t + ld_any(res, o + i, cr), ch)));
+                s += v[k];
+            }
+        }
+        mu = block_reduce<OpSum<A> >(s, sm) / (A)n;
+        A q = 0;
+#pragma unroll
+        for (int k = 0; k < AL_MAXK; k++) {
+            if (threadIdx.x + (i64)k * blockDim.x < n) {
+                const A d = v[k] - mu;
+                q += d * d;
+            }
+        }
+        rs = m_rsqrt(block_reduce<OpSum<A> >(q, sm) / (A)n + (A)eps);
+#pragma unroll
+        for (int k = 0; k < AL_MAXK; k++) {
+            const i64 i = threadIdx.x + (i64)k * blockDim.x;
+            if (i < n) {
+                A r = (v[k] - mu) * rs;
+                if (w) r *= Ty<T>::ld(w[i]);
+                if (lnb) r += Ty<T>::ld(lnb[i]);
+                hr[i] = Ty<T>::st(v[k]);
+                yr[i] = Ty<T>::st(r);
+            }
+        }
+    } else {
+        A s = 0;
+        for (i64 i = threadIdx.x; i < n; i += blockDim.x) {
+            A v = ld_any(x, o + i, cx);
+            if (bias) v = round_to(v + ld_any(bias, i, cb), cxb);
+            v = Ty<T>::ld(Ty<T>::st(round_to(v + ld_any(res, o + i, cr), ch)));
+            hr[i] = Ty<T>::st(v);
+            s += v;
+        }
+        mu = block_reduce<OpSum<A> >(s, sm) / (A)n;
+        // the row is re-read from h by the thread that wrote each element
+        A q = 0;
+        for (i64 i = threadIdx.x; i < n; i += blockDim.x) {
+            A d = Ty<T>::ld(hr[i]) - mu;
+            q += d * d;
+        }
+        rs = m_rsqrt(block_reduce<OpSum<A> >(q, sm) / (A)n + (A)eps);
+        for (i64 i = threadIdx.x; i < n; i += blockDim.x) {
+            A v = (Ty<T>::ld(hr[i]) - mu) * rs;
+            if (w) v *= Ty<T>::ld(w[i]);
+            if (lnb) v += Ty<T>::ld(lnb[i]);
+            yr[i] = Ty<T>::st(v);
+        }
     }
     if (threadIdx.x == 0) {
         mean[row] = Ty<T>::st(mu);
@@ -81,6 +125,36 @@ extern "C" __global__ void __launch_bounds__(1024) add_ln_bwd_dx(const T* __rest
     __shared__ A sm[32];
     const i64 r = blockIdx.x, o = r * n;
     const A mu = Ty<T>::ld(mean[r]), rs = Ty<T>::ld(rstd[r]);
+    if (n <= (i64)blockDim.x * AL_MAXK) {
+        A gw[AL_MAXK], hh[AL_MAXK];
+        A sa = 0, sb = 0;
+#pragma unroll
+        for (int k = 0; k < AL_MAXK; k++) {
+            const i64 i = threadIdx.x + (i64)k * blockDim.x;
+            gw[k] = 0;
+            hh[k] = 0;
+            if (i < n) {
+                gw[k] = Ty<T>::ld(g[o + i]);
+                if (w) gw[k] *= Ty<T>::ld(w[i]);
+                hh[k] = (Ty<T>::ld(h[o + i]) - mu) * rs;
+                sa += gw[k];
+                sb += gw[k] * hh[k];
+            }
+        }
+        sa = block_reduce<OpSum<A> >(sa, sm);
+        sb = block_reduce<OpSum<A> >(sb, sm);
+        const A a = sa / (A)n, b = sb / (A)n;
+#pragma unroll
+        for (int k = 0; k < AL_MAXK; k++) {
+            const i64 i = threadIdx.x + (i64)k * blockDim.x;
+            if (i < n) {
+                const A d = rs * (gw[k] - a - hh[k] * b);
+                if (dh) dh[o + i] = Ty<T>::st(d);
+                if (dx) st_any(dx, o + i, cdx, Ty<T>::ld(Ty<T>::st(d)));
+            }
+        }
+        return;
+    }
     A sa = 0, sb = 0;
     for (i64 i = threadIdx.x; i < n; i += blockDim.x) {
         A gw = Ty<T>::ld(g[o + i]);
@@ -102,24 +176,30 @@ extern "C" __global__ void __launch_bounds__(1024) add_ln_bwd_dx(const T* __rest
     }
 }
 
-// Block (32, 16): thread (tx, ty) sums column blockIdx.x * 32 + tx over rows ty, ty + 16, ...;
-// the 16 partial sums meet in shared memory in a fixed order (deterministic). dw / dlnb (dtype
-// T) and dbias (code cb, from dh) are each written when non-null.
+// Block (32, 16) at (blockIdx.x, blockIdx.y): thread (tx, ty) sums column blockIdx.x * 32 + tx
+// over rows r0 + ty, r0 + ty + 16, ... below r1, the block's slice [r0, r1) of `chunk` rows;
+// the 16 partial sums meet in shared memory in a fixed order (deterministic). With one slice
+// (part null) dw / dlnb (dtype T) and dbias (code cb, from dh) are written when non-null; with
+// several, the block writes its three sums to part[(blockIdx.y * 3 + k) * n + j] (k: w, lnb,
+// bias) and add_ln_bwd_fin folds the slices in order. Many slices put more loads in flight than
+// the 24 blocks of a 768-wide row would.
 extern "C" __global__ void add_ln_bwd_cols(const T* __restrict__ g, const T* __restrict__ h, const T* __restrict__ mean,
                                            const T* __restrict__ rstd, const T* __restrict__ dh, T* dw, T* dlnb, void* dbias, int cb,
-                                           i64 rows, i64 n) {
+                                           i64 rows, i64 n, A* __restrict__ part, i64 chunk) {
     __shared__ A s0[16][33];
     __shared__ A s1[16][33];
     __shared__ A s2[16][33];
     const int tx = threadIdx.x, ty = threadIdx.y;
     const i64 j = (i64)blockIdx.x * 32 + tx;
+    const i64 r0 = (i64)blockIdx.y * chunk, r1 = r0 + chunk < rows ? r0 + chunk : rows;
+    const bool want_w = dw || part, want_b = dbias || part;
     A aw = 0, ab = 0, ad = 0;
     if (j < n) {
-        for (i64 r = ty; r < rows; r += 16) {
+        for (i64 r = r0 + ty; r < r1; r += 16) {
             A gv = Ty<T>::ld(g[r * n + j]);
-            if (dw) aw += gv * ((Ty<T>::ld(h[r * n + j]) - Ty<T>::ld(mean[r])) * Ty<T>::ld(rstd[r]));
+            if (want_w) aw += gv * ((Ty<T>::ld(h[r * n + j]) - Ty<T>::ld(mean[r])) * Ty<T>::ld(rstd[r]));
             ab += gv;
-            if (dbias) ad += Ty<T>::ld(dh[r * n + j]);
+            if (want_b && dh) ad += Ty<T>::ld(dh[r * n + j]);
         }
     }
     s0[ty][tx] = aw;
@@ -132,8 +212,41 @@ extern "C" __global__ void add_ln_bwd_cols(const T* __restrict__ g, const T* __r
             ab += s1[k][tx];
             ad += s2[k][tx];
         }
-        if (dw) dw[j] = Ty<T>::st(aw);
-        if (dlnb) dlnb[j] = Ty<T>::st(ab);
-        if (dbias) st_any(dbias, j, cb, ad);
+        if (part) {
+            A* p = part + (i64)blockIdx.y * 3 * n;
+            p[j] = aw;
+            p[n + j] = ab;
+            p[2 * n + j] = ad;
+        } else {
+            if (dw) dw[j] = Ty<T>::st(aw);
+            if (dlnb) dlnb[j] = Ty<T>::st(ab);
+            if (dbias) st_any(dbias, j, cb, ad);
+        }
     }
+}
+
+// The second pass of a split add_ln_bwd_cols: a thread per (sum k, column j), k = 0 weight,
+// 1 LayerNorm bias, 2 bias, adding the `slices` partials in slice order; four loads are issued
+// before their adds, as the chain of one thread is what this pass waits on.
+extern "C" __global__ void add_ln_bwd_fin(const A* __restrict__ part, i64 slices, T* dw, T* dlnb, void* dbias, int cb, i64 n) {
+    const i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= 3 * n) return;
+    const int k = (int)(t / n);
+    const i64 j = t - (i64)k * n;
+    if ((k == 0 && !dw) || (k == 1 && !dlnb) || (k == 2 && !dbias)) return;
+    const A* q = part + (i64)k * n + j;
+    const i64 st = 3 * n;
+    A s = 0;
+    i64 p = 0;
+    for (; p + 4 <= slices; p += 4) {
+        const A a0 = q[p * st], a1 = q[(p + 1) * st], a2 = q[(p + 2) * st], a3 = q[(p + 3) * st];
+        s += a0;
+        s += a1;
+        s += a2;
+        s += a3;
+    }
+    for (; p < slices; p++) s += q[p * st];
+    if (k == 0) dw[j] = Ty<T>::st(s);
+    else if (k == 1) dlnb[j] = Ty<T>::st(s);
+    else st_any(dbias, j, cb, s);
 }
