@@ -182,3 +182,127 @@ pub fn histogram(input: &Tensor, bins: Bins, weight: Option<&Tensor>, density: b
     let e = Tensor::from_vec(edges.clone(), &[edges.len()])?.to_dtype(dt)?.to_device(dev)?;
     Ok((hist, e))
 }
+
+/// The bins of one dim of [`histogramdd`].
+#[derive(Clone, Debug)]
+pub enum DimBins {
+    /// This many equal-width bins over the dim's range.
+    Count(i64),
+    /// Increasing bin edges (a 1-d tensor).
+    Edges(Tensor),
+}
+
+/// `torch.histogramdd(input, bins, *, range=None, weight=None, density=False)`: the histogram
+/// of the `D`-dimensional points in the rows of `input` (`[..., D]`), `(hist, [edges; D])`.
+///
+/// ```
+/// use magpie_core::{ops::counting::{histogramdd, DimBins}, Tensor};
+/// let p = Tensor::from_vec(vec![0f32, 0., 1., 1., 1., 0.], &[3, 2])?;
+/// let (h, e) = histogramdd(&p, &[DimBins::Count(2), DimBins::Count(2)], None, None, false)?;
+/// assert_eq!(h.to_vec::<f32>()?, vec![1., 0., 1., 1.]);
+/// assert_eq!(e[0].to_vec::<f32>()?, vec![0., 0.5, 1.]);
+/// # Ok::<(), magpie_core::Error>(())
+/// ```
+pub fn histogramdd(input: &Tensor, bins: &[DimBins], range: Option<&[f64]>, weight: Option<&Tensor>, density: bool) -> Result<(Tensor, Vec<Tensor>)> {
+    const OP: &str = "histogramdd";
+    let dt = input.dtype();
+    if !dt.is_float() {
+        return Err(Error::dtype(OP, format!("torch.histogramdd: input tensor should have a floating point dtype, got {}", dt.name())));
+    }
+    if input.ndim() < 1 {
+        return Err(Error::shape(OP, "torch.histogramdd: input tensor should have at least 1 dimension, but got 0"));
+    }
+    let d = input.shape()[input.ndim() - 1];
+    if bins.len() != d {
+        return Err(Error::shape(OP, "histogramdd: The size of bins must be equal to the innermost dimension of the input."));
+    }
+    if let Some(r) = range {
+        if r.len() != 2 * d {
+            return Err(Error::value(OP, format!("torch.histogramdd: for a {d}-dimensional histogram range should have {} elements, but got {}", 2 * d, r.len())));
+        }
+    }
+    let n = if d == 0 { 0 } else { input.numel() / d };
+    let x = input.to_f64_vec()?;
+    let w = match weight {
+        Some(w) => {
+            if w.numel() != n {
+                return Err(Error::shape(OP, "torch.histogramdd: if weight tensor is provided, it should have the same shape as the input tensor excluding its innermost dimension"));
+            }
+            Some(w.to_f64_vec()?)
+        }
+        None => None,
+    };
+    let mut edges: Vec<Vec<f64>> = Vec::with_capacity(d);
+    for (k, b) in bins.iter().enumerate() {
+        edges.push(match b {
+            DimBins::Count(c) => {
+                if *c <= 0 {
+                    return Err(Error::value(OP, format!("torch.histogramdd(): bins must be > 0, but got {c} for dimension {k}")));
+                }
+                let (mut lo, mut hi) = match range {
+                    Some(r) => (r[2 * k], r[2 * k + 1]),
+                    None => {
+                        let col = (0..n).map(|i| x[i * d + k]).filter(|v| v.is_finite());
+                        let lo = col.clone().fold(f64::INFINITY, f64::min);
+                        let hi = col.fold(f64::NEG_INFINITY, f64::max);
+                        if lo > hi {
+                            (0.0, 0.0)
+                        } else {
+                            (lo, hi)
+                        }
+                    }
+                };
+                if lo > hi {
+                    return Err(Error::value(OP, format!("torch.histogramdd(): max must be larger than min, but got min {lo} max {hi}")));
+                }
+                if lo == hi {
+                    lo -= 0.5;
+                    hi += 0.5;
+                }
+                // edges in the input dtype, as PyTorch's linspace makes them
+                Tensor::linspace_on(lo, hi, c + 1, dt, crate::Device::Cpu)?.to_f64_vec()?
+            }
+            DimBins::Edges(e) => {
+                if e.ndim() != 1 || e.numel() < 1 {
+                    return Err(Error::shape(OP, format!("torch.histogramdd(): bins tensor should have one dimension and at least 1 element, but got {} dimensions for dimension {k}", e.ndim())));
+                }
+                e.to_dtype(dt)?.to_f64_vec()?
+            }
+        });
+    }
+    let counts: Vec<usize> = edges.iter().map(|e| e.len().saturating_sub(1)).collect();
+    let total_bins: usize = counts.iter().product();
+    let mut h = vec![0f64; total_bins];
+    if total_bins > 0 {
+        'points: for i in 0..n {
+            let mut flat = 0usize;
+            for k in 0..d {
+                let (v, e, nb) = (x[i * d + k], &edges[k], counts[k]);
+                if !(v >= e[0] && v <= e[nb]) {
+                    continue 'points;
+                }
+                // the last edge <= v; the right edge of the last bin belongs to it
+                let b = e.partition_point(|&q| q <= v).saturating_sub(1).min(nb - 1);
+                flat = flat * nb + b;
+            }
+            h[flat] += w.as_ref().map_or(1.0, |w| w[i]);
+        }
+    }
+    if density && total_bins > 0 {
+        let total: f64 = h.iter().sum();
+        for (f, c) in h.iter_mut().enumerate() {
+            let mut rem = f;
+            let mut vol = 1.0;
+            for k in (0..d).rev() {
+                let b = rem % counts[k];
+                rem /= counts[k];
+                vol *= edges[k][b + 1] - edges[k][b];
+            }
+            *c /= total * vol;
+        }
+    }
+    let dev = input.device();
+    let hist = Tensor::from_vec(h, &counts)?.to_dtype(dt)?.to_device(dev)?;
+    let e = edges.into_iter().map(|e| Tensor::from_vec(e.clone(), &[e.len()])?.to_dtype(dt)?.to_device(dev)).collect::<Result<Vec<_>>>()?;
+    Ok((hist, e))
+}

@@ -3,7 +3,7 @@
 //! index arithmetic, segment reductions, `_chunk_cat`, `renorm`, `frexp`, `complex`, `polar`.
 
 use super::{Args, Registry, Value};
-use crate::ops::counting::{self, Bins};
+use crate::ops::counting::{self, Bins, DimBins};
 use crate::ops::difference::{self, Spacing};
 use crate::ops::segment_reduce::{self, SegmentReduce};
 use crate::ops::trapezoid::{self as trap, Spacing as TrapSpacing};
@@ -27,7 +27,8 @@ fn tensor_or_number(a: &mut Args, i: usize, name: &str) -> Result<Tensor> {
 }
 
 /// `torch.gradient`'s `spacing`: unspecified, a number, or a list of numbers or tensors.
-fn gradient_spacing(a: &mut Args) -> Result<Vec<Spacing>> {
+/// The flag tells a list (which must give one spacing per dim) from a single value.
+fn gradient_spacing(a: &mut Args) -> Result<(Vec<Spacing>, bool)> {
     let op = a.op().to_string();
     let one = |v: &Value| -> Result<Spacing> {
         match v {
@@ -37,9 +38,9 @@ fn gradient_spacing(a: &mut Args) -> Result<Vec<Spacing>> {
         }
     };
     match a.get_some(KW, "spacing") {
-        None => Ok(Vec::new()),
-        Some(Value::List(l)) => l.iter().map(one).collect(),
-        Some(v) => Ok(vec![one(&v)?]),
+        None => Ok((Vec::new(), false)),
+        Some(Value::List(l)) => Ok((l.iter().map(one).collect::<Result<_>>()?, true)),
+        Some(v) => Ok((vec![one(&v)?], false)),
     }
 }
 
@@ -82,14 +83,23 @@ pub(super) fn register(r: &mut Registry) {
     });
     r.add("gradient", |a| {
         let x = a.tensor(0, "input")?;
-        let spacing = gradient_spacing(a)?;
+        let (spacing, listed) = gradient_spacing(a)?;
         let dims = a.opt_ints(KW, "dim")?;
         let edge = a.int_or(KW, "edge_order", 1)?;
-        if dims.is_none() && spacing.len() > 1 && spacing.len() != x.ndim() {
-            return Err(Error::value(
-                a.op(),
-                format!("torch.gradient expected spacing to be unspecified, a scalar, or a list of length equal to 'self.dim() = {}', since dim argument was not given, but got a list of length {}", x.ndim(), spacing.len()),
-            ));
+        match &dims {
+            None if listed && spacing.len() != x.ndim() => {
+                return Err(Error::value(
+                    a.op(),
+                    format!("torch.gradient expected spacing to be unspecified, a scalar, or a list of length equal to 'self.dim() = {}', since dim argument was not given, but got a list of length {}", x.ndim(), spacing.len()),
+                ))
+            }
+            Some(d) if listed && spacing.len() != d.len() => {
+                return Err(Error::value(
+                    a.op(),
+                    format!("torch.gradient expected spacing to be unspecified, a scalar or it's spacing and dim arguments to have the same length, but got a spacing argument of length {} and a dim argument of length {}.", spacing.len(), d.len()),
+                ))
+            }
+            _ => {}
         }
         Ok(Value::from(difference::gradient(&x, &spacing, dims.as_deref(), edge)?))
     });
@@ -168,6 +178,36 @@ pub(super) fn register(r: &mut Registry) {
             Some(v) => return Err(Error::value(a.op(), format!("argument 'bins' must be int or Tensor, not {}", v.kind()))),
         };
         Ok(Value::from(vec![h, e]))
+    });
+    r.add("histogramdd", |a| {
+        let x = a.tensor(0, "input")?;
+        let d = if x.ndim() == 0 { 0 } else { x.shape()[x.ndim() - 1] };
+        let bins: Vec<DimBins> = match a.get(1, "bins") {
+            Some(Value::Int(n)) => vec![DimBins::Count(n); d],
+            Some(Value::List(l)) => l
+                .into_iter()
+                .map(|v| match v {
+                    Value::Int(n) => Ok(DimBins::Count(n)),
+                    Value::Tensor(t) => Ok(DimBins::Edges(t)),
+                    o => Err(Error::value(a.op(), format!("argument 'bins' must be an int, a list of ints or a list of Tensors, not a list of {}", o.kind()))),
+                })
+                .collect::<Result<_>>()?,
+            Some(v) => return Err(Error::value(a.op(), format!("argument 'bins' must be an int, a list of ints or a list of Tensors, not {}", v.kind()))),
+            None => return Err(Error::value(a.op(), "missing required argument 'bins'")),
+        };
+        let range = match a.get_some(KW, "range") {
+            Some(Value::List(l)) => Some(
+                l.iter()
+                    .map(|v| v.as_scalar().map(|s| s.to_f64()).ok_or_else(|| Error::value(a.op(), "argument 'range' must be a list of floats")))
+                    .collect::<Result<Vec<f64>>>()?,
+            ),
+            Some(v) => return Err(Error::value(a.op(), format!("argument 'range' must be a list of floats, not {}", v.kind()))),
+            None => None,
+        };
+        let w = a.opt_tensor(KW, "weight")?;
+        let density = a.bool_or(KW, "density", false)?;
+        let (h, e) = counting::histogramdd(&x, &bins, range.as_deref(), w.as_ref(), density)?;
+        Ok(Value::List(vec![Value::Tensor(h), Value::from(e)]))
     });
     r.add("unravel_index", |a| {
         let i = a.tensor(0, "indices")?;
