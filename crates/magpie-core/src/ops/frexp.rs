@@ -38,18 +38,21 @@ pub fn frexp(input: &Tensor) -> Result<(Tensor, Tensor)> {
         return Err(Error::dtype("frexp", "torch.frexp() only supports floating-point dtypes"));
     }
     let v = input.to_f64_vec()?;
-    let (scale, exps): (Vec<f64>, Vec<i32>) = v
-        .iter()
-        .map(|&x| {
-            let (_, e) = frexp_f64(x);
-            // 2^-e, split in two factors so that neither overflows for subnormal inputs
-            (2f64.powi(-e / 2) * 2f64.powi(-e + e / 2), e)
-        })
-        .unzip();
+    // 2^-e as two factors applied one after the other: for subnormal or huge inputs 2^-e
+    // itself is out of f64's range, each half is not, and each product stays exact
+    let mut s1 = Vec::with_capacity(v.len());
+    let mut s2 = Vec::with_capacity(v.len());
+    let mut exps = Vec::with_capacity(v.len());
+    for &x in &v {
+        let (_, e) = frexp_f64(x);
+        s1.push(2f64.powi(-e / 2));
+        s2.push(2f64.powi(-e + e / 2));
+        exps.push(e);
+    }
     let dev = input.device();
-    let scale = Tensor::from_vec(scale, input.shape())?.to_dtype(DType::F64)?;
-    // x * 2^-e in f64 is exact, and so is rounding it back to the input's dtype
-    let m = input.to_dtype(DType::F64)?.mul(&scale.to_device(dev)?)?.to_dtype(input.dtype())?;
+    let s1 = Tensor::from_vec(s1, input.shape())?.to_device(dev)?;
+    let s2 = Tensor::from_vec(s2, input.shape())?.to_device(dev)?;
+    let m = input.to_dtype(DType::F64)?.mul(&s1)?.mul(&s2)?.to_dtype(input.dtype())?;
     let e = Tensor::from_vec(exps, input.shape())?.to_device(dev)?;
     Ok((m, e))
 }
