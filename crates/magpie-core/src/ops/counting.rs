@@ -221,7 +221,7 @@ pub fn histogramdd(input: &Tensor, bins: &[DimBins], range: Option<&[f64]>, weig
             return Err(Error::value(OP, format!("torch.histogramdd: for a {d}-dimensional histogram range should have {} elements, but got {}", 2 * d, r.len())));
         }
     }
-    let n = if d == 0 { 0 } else { input.numel() / d };
+    let n = input.numel().checked_div(d).unwrap_or(0);
     let x = input.to_f64_vec()?;
     let w = match weight {
         Some(w) => {
