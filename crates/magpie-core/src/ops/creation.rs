@@ -130,9 +130,10 @@ impl Tensor {
         let n = steps as usize;
         let step = if n > 1 { (end - start) / (n - 1) as f64 } else { 0.0 };
         let half = n / 2;
-        // PyTorch fills the first half from the start and the second half from the end.
+        // PyTorch fills the first half from the start and the second half from the end
+        // (one step gives `start`).
         let vals: Vec<f64> = (0..n)
-            .map(|i| if i < half { start + step * i as f64 } else { end - step * (n - 1 - i) as f64 })
+            .map(|i| if i < half || n == 1 { start + step * i as f64 } else { end - step * (n - 1 - i) as f64 })
             .collect();
         let st = crate::with_dtype!(dtype, T, { T::into_storage(vals.iter().map(|&v| T::from_f64(v)).collect()) });
         on_device("linspace", Tensor::from_cpu_storage(st, &[n])?, device)

@@ -278,7 +278,24 @@ pub(crate) fn register(r: &mut Registry) {
         }
         let rep = a.bool_or(2, "replacement", false)?;
         a.ignore(&["generator"]);
-        t(x.multinomial(n as usize, rep)?)
+        let out = a.opt_tensor(usize::MAX, "out")?;
+        if let Some(o) = &out {
+            if o.dtype() != DType::I64 {
+                return Err(Error::dtype("multinomial", format!("multinomial expects Long tensor out, got: {}", o.dtype().name())));
+            }
+            if o.shares_storage(&x) {
+                return Err(Error::value("multinomial", "unsupported operation: some elements of the input tensor and the written-to tensor refer to a single memory location. Please clone() the tensor before performing the operation."));
+            }
+        }
+        let r = x.multinomial(n as usize, rep)?;
+        match out {
+            Some(o) if o.shape() == r.shape() => {
+                o.copy_(&r)?;
+                t(o)
+            }
+            Some(_) => Err(Error::unsupported("multinomial", "resizing an out= tensor")),
+            None => t(r),
+        }
     });
     r.add("normal", |a| {
         // normal(mean: Tensor|float, std: Tensor|float, size=None)

@@ -19,6 +19,7 @@ mod device_fallback;
 mod fft_ops;
 mod linalg_ops;
 mod nn_ops;
+mod numeric_ops;
 mod reduce_ops;
 mod shape_ops;
 mod unary_ops;
@@ -66,6 +67,7 @@ fn table() -> &'static Registry {
         nn_ops::register(&mut r);
         creation_ops::register(&mut r);
         fft_ops::register(&mut r);
+        numeric_ops::register(&mut r);
         r
     })
 }

@@ -18,6 +18,34 @@ fn pair((a, b): (Tensor, Tensor)) -> Result<Value> {
     Ok(Value::List(vec![Value::Tensor(a), Value::Tensor(b)]))
 }
 
+/// A (values, indices) result written into `out=(values, indices)` when given: PyTorch's
+/// overlap check first, then the dtypes; an out tensor of another shape is not resized yet.
+fn pair_out(a: &mut Args, input: &Tensor, v: Tensor, i: Tensor) -> Result<Value> {
+    let Some(out) = a.get_some(KW, "out") else { return pair((v, i)) };
+    let op = a.op().to_string();
+    let outs = match out {
+        Value::List(l) if l.len() == 2 => l.into_iter().map(|x| x.into_tensor()).collect::<Result<Vec<_>>>()?,
+        o => return Err(Error::value(op, format!("argument 'out' must be a tuple of two Tensors, not {}", o.kind()))),
+    };
+    if outs.iter().any(|o| o.shares_storage(input)) || outs[0].shares_storage(&outs[1]) {
+        return Err(Error::value(
+            op,
+            "unsupported operation: some elements of the input tensor and the written-to tensor refer to a single memory location. Please clone() the tensor before performing the operation.",
+        ));
+    }
+    for (o, r) in outs.iter().zip([&v, &i]) {
+        if o.dtype() != r.dtype() {
+            return Err(Error::dtype(&op, format!("Expected out tensor to have dtype {}, but got {} instead", r.dtype().name(), o.dtype().name())));
+        }
+        if o.shape() != r.shape() {
+            return Err(Error::unsupported(&op, "resizing an out= tensor"));
+        }
+    }
+    outs[0].copy_(&v)?;
+    outs[1].copy_(&i)?;
+    Ok(Value::List(outs.into_iter().map(Value::Tensor).collect()))
+}
+
 fn ints_of(a: &Args, name: &str, v: &Value) -> Result<Vec<i64>> {
     v.to_ints(a.op(), name)
 }
@@ -400,7 +428,8 @@ pub(crate) fn register(r: &mut Registry) {
         let k = a.int(1, "k")?;
         let d = a.int_or(2, "dim", -1)?;
         let keep = a.bool_or(3, "keepdim", false)?;
-        pair(x.kthvalue(k, d, keep)?)
+        let (v, i) = x.kthvalue(k, d, keep)?;
+        pair_out(a, &x, v, i)
     });
     r.add("quantile", |a| quantile(a, false));
     r.add("nanquantile", |a| quantile(a, true));

@@ -6,6 +6,7 @@ mod logical;
 mod minmax;
 mod norm;
 pub mod order;
+mod quickselect;
 pub(crate) mod select;
 mod stats;
 mod sum;

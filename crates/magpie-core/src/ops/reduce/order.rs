@@ -246,12 +246,10 @@ impl Tensor {
         if let Some((v, i)) = sorted_lines("kthvalue", self, d, false, Pick::Kth(kk))? {
             return unkeep(self, d, keepdim, v, i);
         }
-        // the value is the k-th in sorted order; among equal values PyTorch's selection
-        // reports the first occurrence
+        // quickselect picks the same one of equal values as PyTorch's CPU kernel
         let idx = crate::with_key!("kthvalue", self.dtype(), K, {
             map_lines::<K, i64>(self, d, 1, |l, o| {
-                let v = l[sort_perm(l, false)[kk]];
-                o[0] = l.iter().position(|&w| nan_cmp(&w, &v) == std::cmp::Ordering::Equal).unwrap_or(0) as i64;
+                o[0] = super::quickselect::select_index(l, kk) as i64;
             })?
         });
         let idx = if keepdim || self.ndim() == 0 { idx } else { idx.squeeze_dims(&[d as i64])? };
