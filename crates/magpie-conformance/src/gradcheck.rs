@@ -157,7 +157,7 @@ impl CaseFn<'_> {
 fn hermitian_input(c: &Case) -> bool {
     matches!(
         (c.op.as_str(), c.variant.as_str()),
-        ("linalg.cholesky" | "linalg.cholesky_ex" | "cholesky" | "linalg.eigh" | "linalg.eigvalsh" | "linalg.pinv", "hermitian" | "")
+        ("linalg.cholesky" | "linalg.cholesky_ex" | "cholesky" | "linalg.eigh" | "linalg.eigvalsh" | "linalg.matrix_sqrth" | "linalg.pinv", "hermitian" | "")
     ) && !(c.op == "linalg.pinv" && c.variant.is_empty())
 }
 

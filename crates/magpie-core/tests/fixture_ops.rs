@@ -1,7 +1,7 @@
 //! Ops checked against PyTorch's float64 values and gradients (fixtures/make_fixture_ops.py writes
 //! the JSON): compact linalg factorizations (geqrf, ormqr, ldl), linalg.polar / matrix_sqrth, the
 //! torch.masked statistics, antialiased resampling, attention with its log-sum-exp, max_pool2d's
-//! backward and 3-d grid sampling; each is called by name through the registry, as users of
+//! backward, 3-d grid sampling, stft and native_dropout_backward; each is called by name through the registry, as users of
 //! the C ABI and the conformance runner call it. Plus the errors PyTorch raises for bad calls.
 
 use magpie_core::autograd;
@@ -180,6 +180,14 @@ fn max_pool2d_backward() {
     let idx = Value::Tensor(Tensor::from_vec(vec![0i64; 4], &[1, 1, 2, 2]).unwrap());
     let k = Value::List(vec![Value::Int(2)]);
     err("max_pool2d_with_indices_backward", vec![t(&[1, 1, 3, 3]), t(&[1, 1, 4, 4]), k, Value::List(vec![]), Value::Int(0), Value::Int(1), Value::Bool(false), idx], vec![], "expected grad_output");
+}
+
+#[test]
+fn stft_and_dropout_backward() {
+    run(&["stft", "native_dropout_backward"]);
+    err("stft", vec![t(&[20]), Value::Int(4)], vec![], "return_complex");
+    err("stft", vec![t(&[20]), Value::Int(40)], vec![("center", Value::Bool(false)), ("return_complex", Value::Bool(false))], "n_fft");
+    err("native_dropout_backward", vec![t(&[3]), t(&[3]), Value::Float(2.0)], vec![], "Bool");
 }
 
 #[test]

@@ -301,6 +301,12 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("nn.functional.dropout", |a| dropout(a, false, false));
     r.add_all(&["nn.functional.dropout1d", "nn.functional.dropout2d", "nn.functional.dropout3d"], |a| dropout(a, true, false));
     r.add("nn.functional.alpha_dropout", |a| dropout(a, false, true));
+    r.add("native_dropout_backward", |a| {
+        let g = a.tensor(0, "grad_output")?;
+        let m = a.tensor(1, "mask")?;
+        let s = a.float(2, "scale")?;
+        t(nn::native_dropout_backward(&g, &m, s)?)
+    });
     r.add("nn.functional.feature_alpha_dropout", |a| dropout(a, true, true));
     r.add_all(&["torch.ops.aten._scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention_for_cpu"], |a| {
         let q = a.tensor(0, "query")?;

@@ -318,9 +318,29 @@ fn register_masked(r: &mut Registry) {
         let x = a.tensor(0, "input")?;
         let y = a.tensor(1, "other")?;
         let dt = a.opt_dtype(KW, "dtype")?.unwrap_or(x.dtype());
-        let mx = fill_masked(&x, a.opt_tensor(KW, "input_mask")?, f64::NEG_INFINITY)?;
-        let my = fill_masked(&y, a.opt_tensor(KW, "other_mask")?, f64::NEG_INFINITY)?;
-        t(mx.logaddexp(&my)?.to_dtype(dt)?)
+        let (mx, my) = (a.opt_tensor(KW, "input_mask")?, a.opt_tensor(KW, "other_mask")?);
+        if mx.is_none() && my.is_none() {
+            return t(x.logaddexp(&y)?.to_dtype(dt)?);
+        }
+        // Masked-out elements are -inf, so logaddexp(x, -inf) = x; the cases are picked with
+        // `where` instead, so that no -inf enters a differentiable op (its derivatives would be
+        // NaN, and 0 * NaN survives the masking in second derivatives).
+        let shape = crate::shape::broadcast_all("masked.logaddexp", &[x.shape(), y.shape()])?;
+        let ones = || Tensor::ones_on(&shape, DType::Bool, x.device());
+        let mx = match mx {
+            Some(m) => bool_mask(m, &x)?.broadcast_to(&shape)?,
+            None => ones()?,
+        };
+        let my = match my {
+            Some(m) => bool_mask(m, &y)?.broadcast_to(&shape)?,
+            None => ones()?,
+        };
+        let both = mx.logical_and(&my)?;
+        let zero = Tensor::scalar_tensor(0i64, x.dtype(), x.device())?;
+        let ninf = Tensor::scalar_tensor(f64::NEG_INFINITY, x.dtype(), x.device())?;
+        let full = both.where_(&x, &zero)?.logaddexp(&both.where_(&y, &zero)?)?;
+        let one_side = mx.where_(&x.broadcast_to(&shape)?, &my.where_(&y.broadcast_to(&shape)?, &ninf)?)?;
+        t(both.where_(&full, &one_side)?.to_dtype(dt)?)
     });
     r.add("masked.norm", |a| {
         let x = a.tensor(0, "input")?;

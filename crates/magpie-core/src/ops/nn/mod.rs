@@ -42,7 +42,7 @@ pub use attention_lse::sdpa_with_lse;
 pub use bias_gelu::bias_gelu;
 pub use conv::{bilinear, conv, conv_transpose, linear, Padding};
 pub use ctc::ctc_loss;
-pub use dropout::{alpha_dropout, dropout};
+pub use dropout::{alpha_dropout, dropout, native_dropout_backward};
 pub use embedding::{embedding, embedding_bag, one_hot};
 pub use fold::{fold, unfold};
 pub use grid_sample::grid_sample;
