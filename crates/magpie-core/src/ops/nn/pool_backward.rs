@@ -85,7 +85,7 @@ pub fn max_pool2d_with_indices_backward(
         z.scatter_add(1, &idx, &grad_output.reshape_to(&[planes, l])?)?.reshape_to(input.shape())?
     };
     let go_shape = grad_output.shape().to_vec();
-    autograd::record("MaxPool2DWithIndicesBackward", &[grad_output, input], &[out.clone()], move |_, g| {
+    autograd::record("MaxPool2DWithIndicesBackward", &[grad_output, input], std::slice::from_ref(&out), move |_, g| {
         let gg = g[0].reshape_to(&[planes, plane])?.gather(1, &idx)?.reshape_to(&go_shape)?;
         Ok(vec![Some(gg), None])
     });
