@@ -4,7 +4,7 @@ use crate::adapt::adapt;
 use crate::compare::compare;
 use crate::load::Loader;
 use crate::manifest::{Case, Tol};
-use magpie_core::registry::{self, Value};
+use magpie_core::registry::Value;
 use magpie_core::{autograd, Device, Error, Tensor};
 use serde::{Deserialize, Serialize};
 
@@ -150,7 +150,7 @@ pub fn run_case(case: &Case, loader: &mut Loader, device: Device) -> CaseResult 
             }
         }
     }
-    let out = registry::call(&call.op, call.args, call.kwargs);
+    let out = crate::adapt::invoke(call);
 
     if let Some(kind) = &case.expect_error {
         match out {

@@ -8,7 +8,7 @@ use crate::adapt::adapt;
 use crate::load::Loader;
 use crate::manifest::{Case, Manifest};
 use crate::sample_skip;
-use magpie_core::registry::{self, Value};
+use magpie_core::registry::Value;
 use magpie_core::{autograd, DType, Error, Tensor};
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
@@ -137,7 +137,7 @@ impl CaseFn<'_> {
                 call.args[0] = Value::Tensor(x.copy()?);
             }
         }
-        let out = registry::call(&call.op, call.args, call.kwargs)?;
+        let out = crate::adapt::invoke(call)?;
         let mut outs = Vec::new();
         flatten(&out, &mut outs);
         let floats: Vec<Tensor> = outs.into_iter().filter(|t| t.dtype().is_float()).collect();
@@ -157,7 +157,7 @@ impl CaseFn<'_> {
 fn hermitian_input(c: &Case) -> bool {
     matches!(
         (c.op.as_str(), c.variant.as_str()),
-        ("linalg.cholesky" | "linalg.cholesky_ex" | "cholesky" | "linalg.eigh" | "linalg.eigvalsh" | "linalg.pinv", "hermitian" | "")
+        ("linalg.cholesky" | "linalg.cholesky_ex" | "cholesky" | "linalg.eigh" | "linalg.eigvalsh" | "linalg.matrix_sqrth" | "linalg.pinv", "hermitian" | "")
     ) && !(c.op == "linalg.pinv" && c.variant.is_empty())
 }
 

@@ -47,7 +47,31 @@ fn coefficients(a: &mut Args) -> Result<Vec<f64>> {
     }
 }
 
+/// An optional bool argument (`None` when absent or None).
+fn opt_bool(a: &mut Args, i: usize, name: &str) -> Result<Option<bool>> {
+    match a.get_some(i, name) {
+        None => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(b)),
+        Some(v) => Err(Error::value(a.op(), format!("argument '{name}' must be bool, not {}", v.kind()))),
+    }
+}
+
 fn register_fft(r: &mut Registry) {
+    r.add("stft", |a| {
+        let x = a.tensor(0, "input")?;
+        let n_fft = a.int(1, "n_fft")?;
+        let o = crate::ops::fft::StftOpts {
+            hop_length: a.opt_int(2, "hop_length")?,
+            win_length: a.opt_int(3, "win_length")?,
+            window: a.opt_tensor(4, "window")?,
+            center: a.bool_or(5, "center", true)?,
+            pad_mode: a.opt_str(6, "pad_mode")?.unwrap_or_else(|| "reflect".into()),
+            normalized: a.bool_or(7, "normalized", false)?,
+            onesided: opt_bool(a, 8, "onesided")?,
+            return_complex: opt_bool(a, 9, "return_complex")?,
+        };
+        Ok(Value::Tensor(x.stft(n_fft, &o)?))
+    });
     r.add("fft.fft", |a| one_d(a, Tensor::fft_fft));
     r.add("fft.ifft", |a| one_d(a, Tensor::fft_ifft));
     r.add("fft.rfft", |a| one_d(a, Tensor::fft_rfft));

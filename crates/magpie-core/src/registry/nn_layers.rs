@@ -270,21 +270,26 @@ pub(crate) fn register(r: &mut Registry) {
         let ac = a.bool_or(4, "align_corners", false)?;
         t(nn::grid_sample(&x, &g, &mode, &pm, ac)?)
     });
-    r.add("grid_sampler_2d", |a| {
+    r.add_all(&["grid_sampler_2d", "grid_sampler_3d"], |a| {
         let x = a.tensor(0, "input")?;
         let g = a.tensor(1, "grid")?;
+        let op = a.op().to_string();
         let mode = match a.int(2, "interpolation_mode")? {
             0 => "bilinear",
             1 => "nearest",
             2 => "bicubic",
-            m => return Err(Error::value("grid_sampler_2d", format!("invalid interpolation_mode {m}"))),
+            m => return Err(Error::value(op, format!("invalid interpolation_mode {m}"))),
         };
         let pm = match a.int(3, "padding_mode")? {
             0 => "zeros",
             1 => "border",
             2 => "reflection",
-            m => return Err(Error::value("grid_sampler_2d", format!("invalid padding_mode {m}"))),
+            m => return Err(Error::value(op, format!("invalid padding_mode {m}"))),
         };
+        let want = if op == "grid_sampler_3d" { 5 } else { 4 };
+        if x.ndim() != want {
+            return Err(Error::shape(&op, format!("{op}: expected {want}D input, but got input with sizes {:?}", x.shape())));
+        }
         let ac = a.bool_or(4, "align_corners", false)?;
         t(nn::grid_sample(&x, &g, mode, pm, ac)?)
     });
@@ -296,7 +301,24 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("nn.functional.dropout", |a| dropout(a, false, false));
     r.add_all(&["nn.functional.dropout1d", "nn.functional.dropout2d", "nn.functional.dropout3d"], |a| dropout(a, true, false));
     r.add("nn.functional.alpha_dropout", |a| dropout(a, false, true));
+    r.add("native_dropout_backward", |a| {
+        let g = a.tensor(0, "grad_output")?;
+        let m = a.tensor(1, "mask")?;
+        let s = a.float(2, "scale")?;
+        t(nn::native_dropout_backward(&g, &m, s)?)
+    });
     r.add("nn.functional.feature_alpha_dropout", |a| dropout(a, true, true));
+    r.add_all(&["torch.ops.aten._scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention_for_cpu"], |a| {
+        let q = a.tensor(0, "query")?;
+        let k = a.tensor(1, "key")?;
+        let v = a.tensor(2, "value")?;
+        let dp = a.float_or(3, "dropout_p", 0.0)?;
+        let c = a.bool_or(4, "is_causal", false)?;
+        let m = a.opt_tensor(usize::MAX, "attn_mask")?;
+        let s = a.opt_float(usize::MAX, "scale")?;
+        let (out, lse) = nn::sdpa_with_lse(&q, &k, &v, dp, c, m.as_ref(), s)?;
+        Ok(Value::from(vec![out, lse]))
+    });
     r.add("nn.functional.scaled_dot_product_attention", |a| {
         let q = a.tensor(0, "query")?;
         let k = a.tensor(1, "key")?;

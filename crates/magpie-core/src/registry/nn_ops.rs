@@ -124,6 +124,17 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("nn.functional.max_pool3d", |a| max_pool(a, 3, false));
     r.add("nn.functional.max_pool1d_with_indices", |a| max_pool(a, 1, true));
     r.add("nn.functional.max_pool2d_with_indices", |a| max_pool(a, 2, true));
+    r.add("max_pool2d_with_indices_backward", |a| {
+        let g = a.tensor(0, "grad_output")?;
+        let x = a.tensor(1, "self")?;
+        let k = a.ints(2, "kernel_size")?;
+        let s = ints_or(a, 3, "stride", &[])?;
+        let p = ints_or(a, 4, "padding", &[0])?;
+        let d = ints_or(a, 5, "dilation", &[1])?;
+        let ceil = a.bool_or(6, "ceil_mode", false)?;
+        let idx = a.tensor(7, "indices")?;
+        t(nn::max_pool2d_with_indices_backward(&g, &x, &k, &s, &p, &d, ceil, &idx)?)
+    });
     r.add("nn.functional.max_pool3d_with_indices", |a| max_pool(a, 3, true));
     r.add("nn.functional.adaptive_avg_pool1d", |a| {
         let x = a.tensor(0, "input")?;
@@ -155,6 +166,14 @@ pub(crate) fn register(r: &mut Registry) {
         let rsf = opt_bool(a, 5, "recompute_scale_factor")?;
         let aa = a.bool_or(6, "antialias", false)?;
         t(nn::interpolate(&x, size.as_deref(), sf.as_deref(), &mode, ac, rsf, aa)?)
+    });
+    r.add_all(&["_upsample_bilinear2d_aa", "_upsample_bicubic2d_aa"], |a| {
+        let x = a.tensor(0, "input")?;
+        let size = a.opt_ints(1, "output_size")?;
+        let ac = a.bool_or(2, "align_corners", false)?;
+        let sf = opt_floats(a, 3, "scale_factors")?;
+        let cubic = a.op() == "_upsample_bicubic2d_aa";
+        t(nn::upsample_aa(&x, size.as_deref(), ac, sf.as_deref(), cubic)?)
     });
     r.add("nn.functional.upsample", |a| {
         let x = a.tensor(0, "input")?;

@@ -174,9 +174,20 @@ fn softmax_dim(a: &mut Args, x: &Tensor) -> Result<i64> {
 
 /// `torch.masked`'s input: `x` where `mask` (broadcast to `x`'s shape) is true, `fill` elsewhere.
 fn masked_input(a: &mut Args, x: &Tensor, fill: f64) -> Result<Tensor> {
-    let Some(m) = a.opt_tensor(KW, "mask")? else { return Ok(x.clone()) };
+    let m = a.opt_tensor(KW, "mask")?;
+    fill_masked(x, m, fill)
+}
+
+/// A mask as bool, broadcast to `x`'s shape.
+fn bool_mask(m: Tensor, x: &Tensor) -> Result<Tensor> {
     let m = if m.dtype() == DType::Bool { m } else { m.ne_scalar(0)? };
-    let m = m.broadcast_to(x.shape())?;
+    m.broadcast_to(x.shape())
+}
+
+/// `x` where `mask` is true (all of it without a mask), `fill` elsewhere.
+fn fill_masked(x: &Tensor, mask: Option<Tensor>, fill: f64) -> Result<Tensor> {
+    let Some(m) = mask else { return Ok(x.clone()) };
+    let m = bool_mask(m, x)?;
     let f = if x.dtype().is_integral() {
         // infinities become the dtype's extremes
         let v = if fill == f64::INFINITY { i64::MAX } else if fill == f64::NEG_INFINITY { i64::MIN } else { fill as i64 };
@@ -206,6 +217,52 @@ fn masked_reduce_args(a: &mut Args) -> Result<(Tensor, Option<Vec<i64>>, bool)> 
         None => x,
     };
     Ok((x, dims, keep))
+}
+
+/// `torch.masked.var` / `std(input, dim=None, unbiased=None, *, correction=None, keepdim=False,
+/// dtype=None, mask=None)`: the mean and the squared deviations over the unmasked elements only;
+/// integer inputs compute in float32. Fully masked slices give NaN (a count of zero).
+fn masked_var_std(a: &mut Args) -> Result<Value> {
+    let take_sqrt = a.op() == "masked.std";
+    let x = a.tensor(0, "input")?;
+    let dims = a.opt_ints(1, "dim")?.filter(|d| !d.is_empty());
+    let unbiased = match a.get_some(2, "unbiased") {
+        Some(Value::Bool(b)) => Some(b),
+        Some(v) => return Err(Error::value(a.op(), format!("argument 'unbiased' must be bool, not {}", v.kind()))),
+        None => None,
+    };
+    let correction = a.opt_float(KW, "correction")?;
+    if unbiased.is_some() && correction.is_some() {
+        return Err(Error::value(a.op(), "Only one of unbiased and correction may be given"));
+    }
+    let correction = correction.unwrap_or(if unbiased == Some(false) { 0.0 } else { 1.0 });
+    let keep = a.bool_or(KW, "keepdim", false)?;
+    let dt = match a.opt_dtype(KW, "dtype")? {
+        Some(d) => d,
+        None if x.dtype().is_float() || x.dtype().is_complex() => x.dtype(),
+        None => DType::F32,
+    };
+    let compute = if dt.is_float() || dt.is_complex() { dt } else { DType::F32 };
+    let mask = a.opt_tensor(KW, "mask")?.map(|m| bool_mask(m, &x)).transpose()?;
+    let d = dims.as_deref();
+    let (count, total) = match &mask {
+        None => (x.ones_like()?.to_dtype(DType::I64)?.sum_dims(d, true, None)?, x.to_dtype(dt)?.sum_dims(d, true, None)?),
+        Some(m) => {
+            let zero = Tensor::scalar_tensor(0i64, dt, x.device())?;
+            (m.sum_dims(d, true, None)?, m.where_(&x.to_dtype(dt)?, &zero)?.sum_dims(d, true, None)?)
+        }
+    };
+    let dev = x.sub(&total.div(&count)?)?;
+    let sq = dev.mul(&dev)?.to_dtype(compute)?;
+    let sq = match &mask {
+        None => sq,
+        Some(m) => m.where_(&sq, &Tensor::scalar_tensor(0i64, compute, x.device())?)?,
+    };
+    let ss = sq.sum_dims(d, keep, None)?;
+    let count = count.reshape_to(ss.shape())?;
+    let count = if correction != 0.0 { count.to_dtype(compute)?.sub_scalar(correction)?.clamp_min(0.0)? } else { count };
+    let out = ss.div(&count)?.to_dtype(dt)?;
+    t(if take_sqrt { out.sqrt()? } else { out })
 }
 
 fn register_masked(r: &mut Registry) {
@@ -243,8 +300,10 @@ fn register_masked(r: &mut Registry) {
         let dim = a.opt_int(1, "dim")?;
         let keep = a.bool_or(KW, "keepdim", false)?;
         let max = a.op() == "masked.argmax";
+        // the indices come back in `dtype` (the input's by default), as torch.masked does
+        let dt = a.opt_dtype(KW, "dtype")?.unwrap_or(x.dtype());
         let m = masked_input(a, &x, if max { f64::NEG_INFINITY } else { f64::INFINITY })?;
-        t(if max { m.argmax(dim, keep)? } else { m.argmin(dim, keep)? })
+        t(if max { m.argmax(dim, keep)? } else { m.argmin(dim, keep)? }.to_dtype(dt)?)
     });
     r.add("masked.mean", |a| {
         let (x, dims, keep) = masked_reduce_args(a)?;
@@ -261,9 +320,55 @@ fn register_masked(r: &mut Registry) {
         }
     });
     r.add("masked.logsumexp", |a| {
-        let (x, dims, keep) = masked_reduce_args(a)?;
+        let x = a.tensor(0, "input")?;
+        let dims = a.opt_ints(1, "dim")?;
+        let keep = a.bool_or(KW, "keepdim", false)?;
+        // computed in floating point, then cast to `dtype` (the input's by default)
+        let dt = a.opt_dtype(KW, "dtype")?.unwrap_or(x.dtype());
         let m = masked_input(a, &x, f64::NEG_INFINITY)?;
-        t(m.logsumexp(&dims.unwrap_or_default(), keep)?)
+        t(m.logsumexp(&dims.unwrap_or_default(), keep)?.to_dtype(dt)?)
+    });
+    r.add_all(&["masked.var", "masked.std"], masked_var_std);
+    r.add("masked.normalize", |a| {
+        let x = a.tensor(0, "input")?;
+        let p = a.float(1, "ord")?;
+        let d = a.int(2, "dim")?;
+        let eps = a.float_or(KW, "eps", 1e-12)?;
+        let dt = a.opt_dtype(KW, "dtype")?.unwrap_or(x.dtype());
+        let mask = a.opt_tensor(KW, "mask")?;
+        let num = fill_masked(&x, mask.clone(), 0.0)?;
+        let nx = fill_masked(&x, mask, if p == f64::NEG_INFINITY { f64::INFINITY } else { 0.0 })?;
+        let nrm = nx.norm_p(p, Some(&[d]), true, Some(dt))?;
+        let denom = nrm.clamp_min(eps)?;
+        t(num.div(&denom)?)
+    });
+    r.add("masked.logaddexp", |a| {
+        let x = a.tensor(0, "input")?;
+        let y = a.tensor(1, "other")?;
+        let dt = a.opt_dtype(KW, "dtype")?.unwrap_or(x.dtype());
+        let (mx, my) = (a.opt_tensor(KW, "input_mask")?, a.opt_tensor(KW, "other_mask")?);
+        if mx.is_none() && my.is_none() {
+            return t(x.logaddexp(&y)?.to_dtype(dt)?);
+        }
+        // Masked-out elements are -inf, so logaddexp(x, -inf) = x; the cases are picked with
+        // `where` instead, so that no -inf enters a differentiable op (its derivatives would be
+        // NaN, and 0 * NaN survives the masking in second derivatives).
+        let shape = crate::shape::broadcast_all("masked.logaddexp", &[x.shape(), y.shape()])?;
+        let ones = || Tensor::ones_on(&shape, DType::Bool, x.device());
+        let mx = match mx {
+            Some(m) => bool_mask(m, &x)?.broadcast_to(&shape)?,
+            None => ones()?,
+        };
+        let my = match my {
+            Some(m) => bool_mask(m, &y)?.broadcast_to(&shape)?,
+            None => ones()?,
+        };
+        let both = mx.logical_and(&my)?;
+        let zero = Tensor::scalar_tensor(0i64, x.dtype(), x.device())?;
+        let ninf = Tensor::scalar_tensor(f64::NEG_INFINITY, x.dtype(), x.device())?;
+        let full = both.where_(&x, &zero)?.logaddexp(&both.where_(&y, &zero)?)?;
+        let one_side = mx.where_(&x.broadcast_to(&shape)?, &my.where_(&y.broadcast_to(&shape)?, &ninf)?)?;
+        t(both.where_(&full, &one_side)?.to_dtype(dt)?)
     });
     r.add("masked.norm", |a| {
         let x = a.tensor(0, "input")?;

@@ -18,8 +18,10 @@
 mod cuda_path;
 pub mod primitive;
 mod shift;
+mod stft;
 
 pub use primitive::Norm;
+pub use stft::{stft, StftOpts};
 
 use crate::dtype::DType;
 use crate::shape::wrap_dim;

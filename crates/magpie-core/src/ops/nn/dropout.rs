@@ -79,3 +79,23 @@ pub fn alpha_dropout(x: &Tensor, p: f64, training: bool, feature: bool) -> Resul
     let bias = km.neg()?.add_scalar(1.0)?.mul_scalar(-alpha * a)?.add_scalar(c)?;
     x.mul(&km.mul_scalar(a)?)?.add(&bias)
 }
+
+/// `torch.ops.aten.native_dropout_backward(grad_output, mask, scale)`: `grad_output * mask *
+/// scale`, the gradient of `native_dropout` given the mask it drew (a bool tensor broadcastable
+/// to `grad_output`). Integer gradients promote to the default float type with the float scale.
+///
+/// ```
+/// # use magpie_core::Tensor;
+/// let g = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], &[3])?;
+/// let m = Tensor::from_vec(vec![1i64, 0, 1], &[3])?.to_dtype(magpie_core::DType::Bool)?;
+/// let r = magpie_core::ops::nn::native_dropout_backward(&g, &m, 2.0)?;
+/// assert_eq!(r.to_vec::<f32>()?, vec![2.0, 0.0, 6.0]);
+/// # Ok::<(), magpie_core::Error>(())
+/// ```
+pub fn native_dropout_backward(grad_output: &Tensor, mask: &Tensor, scale: f64) -> Result<Tensor> {
+    let op = "native_dropout_backward";
+    if !mask.dtype().is_bool() {
+        return Err(Error::dtype(op, format!("Mask should be Bool Scalar Type {}", mask.dtype())));
+    }
+    grad_output.mul(mask)?.mul_scalar(scale)
+}

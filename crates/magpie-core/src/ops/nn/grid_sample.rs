@@ -26,6 +26,9 @@ pub fn grid_sample(x: &Tensor, grid: &Tensor, mode: &str, padding_mode: &str, al
         return grid_sample(&c.args[0], &c.args[1], mode, padding_mode, align_corners);
     }
     let op = "grid_sample";
+    if x.ndim() == 5 && mode == "bilinear" {
+        return super::grid_sample_3d::grid_sample_3d(x, grid, padding_mode, align_corners);
+    }
     if x.ndim() != 4 || grid.ndim() != 4 || grid.shape()[3] != 2 || grid.shape()[0] != x.shape()[0] {
         return Err(Error::unsupported(op, format!("input {:?} with grid {:?} (only 4-d input with an [N, H, W, 2] grid)", x.shape(), grid.shape())));
     }

@@ -23,8 +23,8 @@ pub fn interpolate(
     if align_corners.is_some() && !linear_modes.contains(&mode) {
         return Err(Error::value(op, "align_corners option can only be set with the interpolating modes: linear | bilinear | bicubic | trilinear"));
     }
-    if antialias {
-        return Err(Error::unsupported(op, "antialias=True"));
+    if antialias && !(matches!(mode, "bilinear" | "bicubic") && x.ndim() == 4) {
+        return Err(Error::value(op, "Anti-alias option is restricted to bilinear and bicubic modes and requires a 4-D tensor as input"));
     }
     if x.ndim() < 3 || x.ndim() > 5 {
         return Err(Error::unsupported(op, format!("Input Error: Only 3D, 4D and 5D input Tensors supported (got {}D) for the modes: nearest | linear | bilinear | bicubic | trilinear | area | nearest-exact (got {mode})", x.ndim())));
@@ -75,6 +75,7 @@ pub fn interpolate(
     let ac = align_corners.unwrap_or(false);
     let maps: Vec<Taps> = (0..nd)
         .map(|i| match mode {
+            _ if antialias => super::antialias::aa_taps(ins[i], outs[i], ac, scales[i], mode == "bicubic"),
             "nearest" => nearest_taps(ins[i], outs[i], scales[i], false),
             "nearest-exact" => nearest_taps(ins[i], outs[i], scales[i], true),
             "area" => adaptive_taps(ins[i], outs[i]),

@@ -333,6 +333,42 @@ pub(crate) fn register(r: &mut Registry) {
         let dims = opt_dims(a, 2, "dims")?;
         t(la::tensorsolve(&x, &b, dims.as_deref())?)
     });
+    r.add("geqrf", |a| {
+        let (x, tau) = la::geqrf(&a.tensor(0, "input")?)?;
+        list(vec![x, tau])
+    });
+    r.add("ormqr", |a| {
+        let x = a.tensor(0, "input")?;
+        let tau = a.tensor(1, "input2")?;
+        let c = a.tensor(2, "input3")?;
+        let left = a.bool_or(3, "left", true)?;
+        let tr = a.bool_or(4, "transpose", false)?;
+        t(la::ormqr(&x, &tau, &c, left, tr)?)
+    });
+    r.add("linalg.matrix_sqrth", |a| t(la::matrix_sqrth(&a.tensor(0, "A")?)?));
+    r.add("linalg.polar", |a| {
+        let (u, h) = la::polar(&a.tensor(0, "A")?)?;
+        list(vec![u, h])
+    });
+    r.add_all(&["linalg.ldl_factor", "linalg.ldl_factor_ex"], |a| {
+        let x = a.tensor(0, "A")?;
+        // real inputs: hermitian=True and False are the same factorization
+        a.bool_or(KW, "hermitian", false)?;
+        if a.op() == "linalg.ldl_factor" {
+            let (ld, piv) = la::ldl_factor(&x)?;
+            return list(vec![ld, piv]);
+        }
+        a.bool_or(KW, "check_errors", false)?;
+        let (ld, piv, info) = la::ldl_factor_ex(&x)?;
+        list(vec![ld, piv, info])
+    });
+    r.add("linalg.ldl_solve", |a| {
+        let ld = a.tensor(0, "LD")?;
+        let piv = a.tensor(1, "pivots")?;
+        let b = a.tensor(2, "B")?;
+        a.bool_or(KW, "hermitian", false)?;
+        t(la::ldl_solve(&ld, &piv, &b)?)
+    });
     r.add("linalg.lstsq", |a| {
         let x = a.tensor(0, "A")?;
         let b = a.tensor(1, "B")?;
