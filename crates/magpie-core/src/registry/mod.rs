@@ -39,12 +39,17 @@ pub type OpFn = fn(&mut Args) -> Result<Value>;
 #[derive(Default)]
 pub struct Registry {
     ops: HashMap<&'static str, OpFn>,
+    /// Names added twice: the later entry would silently win, so a test keeps this empty.
+    duplicates: Vec<&'static str>,
 }
 
 impl Registry {
-    /// Adds `f` under `name` (and replaces an earlier entry of that name).
+    /// Adds `f` under `name`; a second entry of the same name replaces the first and is recorded in
+    /// `duplicates` (a registration mistake that `registry::tests` reports).
     pub fn add(&mut self, name: &'static str, f: OpFn) {
-        self.ops.insert(name, f);
+        if self.ops.insert(name, f).is_some() {
+            self.duplicates.push(name);
+        }
     }
     /// Adds `f` under each of `names` (PyTorch aliases: `absolute` for `abs`, ...).
     pub fn add_all(&mut self, names: &[&'static str], f: OpFn) {
@@ -101,4 +106,14 @@ pub fn op_names() -> Vec<&'static str> {
     let mut v: Vec<_> = table().ops.keys().copied().collect();
     v.sort();
     v
+}
+
+#[cfg(test)]
+mod tests {
+    /// Two families registering one name means one of the two implementations is dead code.
+    #[test]
+    fn no_op_is_registered_twice() {
+        let dup = &super::table().duplicates;
+        assert!(dup.is_empty(), "registered more than once: {dup:?}");
+    }
 }

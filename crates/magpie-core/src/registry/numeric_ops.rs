@@ -225,13 +225,6 @@ pub(super) fn register(r: &mut Registry) {
             index_math::tril_indices(row, col, offset, dt, dev)?
         })
     });
-    r.add("native_dropout_backward", |a| {
-        let g = a.tensor(0, "grad_output")?;
-        let mask = a.tensor(1, "mask")?;
-        let scale = a.float(2, "scale")?;
-        // PyTorch's grad_output * mask * scale
-        t(g.mul(&mask)?.mul_scalar(scale)?)
-    });
     r.add("_segment_reduce", |a| {
         let x = a.tensor(0, "data")?;
         let reduce = match a.opt_str(1, "reduce")? {
