@@ -42,7 +42,7 @@ fn check(what: &str, dt: DType, inputs: &[Tensor], f: impl Fn(&[Tensor]) -> Resu
     assert_eq!(yh.dtype(), dt, "{what}: result dtype");
     same(&format!("{what} {dt:?} value"), &yh, &yr.to_dtype(dt).unwrap());
     let g = t32(yh.shape(), 99).to_dtype(dt).unwrap();
-    let gh = autograd::grad(&[yh], &h, &[g.clone()], false, false, true).unwrap();
+    let gh = autograd::grad(&[yh], &h, std::slice::from_ref(&g), false, false, true).unwrap();
     let gr = autograd::grad(&[yr], &r, &[g.to_dtype(DType::F32).unwrap()], false, false, true).unwrap();
     for (i, (a, b)) in gh.iter().zip(&gr).enumerate() {
         match (a, b) {
@@ -95,10 +95,10 @@ fn pooling_and_resampling_round_once() {
     for dt in HALF {
         for hw in [5usize, 8, 13] {
             let x = t32(&[2, 3, hw, hw + 2], 11);
-            check("avg_pool2d", dt, &[x.clone()], |t| nn::avg_pool(&t[0], 2, &[3, 2], &[2, 1], &[1, 0], false, true, None));
-            check("adaptive_avg_pool2d", dt, &[x.clone()], |t| nn::adaptive_avg_pool(&t[0], 2, &[Some(3), Some(4)]));
+            check("avg_pool2d", dt, std::slice::from_ref(&x), |t| nn::avg_pool(&t[0], 2, &[3, 2], &[2, 1], &[1, 0], false, true, None));
+            check("adaptive_avg_pool2d", dt, std::slice::from_ref(&x), |t| nn::adaptive_avg_pool(&t[0], 2, &[Some(3), Some(4)]));
             for mode in ["bilinear", "bicubic"] {
-                check(mode, dt, &[x.clone()], |t| nn::interpolate(&t[0], Some(&[7, 9]), None, mode, Some(false), None, false));
+                check(mode, dt, std::slice::from_ref(&x), |t| nn::interpolate(&t[0], Some(&[7, 9]), None, mode, Some(false), None, false));
             }
         }
     }
@@ -126,12 +126,12 @@ fn norms_take_half_inputs() {
         for shape in [vec![7usize], vec![3, 17]] {
             let x = t32(&shape, 50);
             for ord in [2.0, 1.0, 3.5, f64::INFINITY] {
-                check("vector_norm", dt, &[x.clone()], |t| linalg::vector_norm(&t[0], ord, None, false, None));
+                check("vector_norm", dt, std::slice::from_ref(&x), |t| linalg::vector_norm(&t[0], ord, None, false, None));
             }
         }
         let a = t32(&[2, 4, 5], 51);
-        check("matrix_norm fro", dt, &[a.clone()], |t| linalg::matrix_norm(&t[0], &linalg::NormOrd::Fro, (-2, -1), false));
-        check("matrix_norm 1", dt, &[a.clone()], |t| linalg::matrix_norm(&t[0], &linalg::NormOrd::Num(1.0), (-2, -1), false));
+        check("matrix_norm fro", dt, std::slice::from_ref(&a), |t| linalg::matrix_norm(&t[0], &linalg::NormOrd::Fro, (-2, -1), false));
+        check("matrix_norm 1", dt, std::slice::from_ref(&a), |t| linalg::matrix_norm(&t[0], &linalg::NormOrd::Num(1.0), (-2, -1), false));
         // the singular-value norms need an SVD, which PyTorch refuses in half precision too
         let e = linalg::matrix_norm(&a.to_dtype(dt).unwrap(), &linalg::NormOrd::Nuc, (-2, -1), false).unwrap_err();
         assert!(e.to_string().contains("Low precision dtypes not supported"), "{e}");
@@ -144,8 +144,8 @@ fn backward_rules_round_once() {
         for n in [9usize, 64, 101] {
             let x = t32(&[3, n], 60);
             softmax_grad_from_rounded_output(dt, &x);
-            check("var", dt, &[x.clone()], |t| t[0].var_dims(Some(&[1]), 1.0, false));
-            check("gelu", dt, &[x.clone()], |t| t[0].gelu("none"));
+            check("var", dt, std::slice::from_ref(&x), |t| t[0].var_dims(Some(&[1]), 1.0, false));
+            check("gelu", dt, std::slice::from_ref(&x), |t| t[0].gelu("none"));
             check("hardswish", dt, &[x.mul_scalar(3.0).unwrap()], |t| t[0].hardswish());
             check("rsqrt", dt, &[x.abs().unwrap().add_scalar(0.1).unwrap()], |t| t[0].rsqrt());
             check("hypot", dt, &[x.clone(), t32(&[3, n], 61)], |t| t[0].hypot(&t[1]));
@@ -165,7 +165,7 @@ fn softmax_grad_from_rounded_output(dt: DType, x: &Tensor) {
         let y = if log { xh.log_softmax(dim, None) } else { xh.softmax(dim, None) }.unwrap();
         assert_eq!(y.dtype(), dt);
         let g = t32(y.shape(), 98).to_dtype(dt).unwrap();
-        let got = autograd::grad(&[y.clone()], &[xh], &[g.clone()], false, false, false).unwrap()[0].clone().unwrap();
+        let got = autograd::grad(std::slice::from_ref(&y), &[xh], std::slice::from_ref(&g), false, false, false).unwrap()[0].clone().unwrap();
         let (g32, y32) = (g.to_dtype(DType::F32).unwrap(), y.detach().to_dtype(DType::F32).unwrap());
         let want = if log { log_softmax_backward_data(&g32, &y32, dim, DType::F32) } else { softmax_backward_data(&g32, &y32, dim, DType::F32) };
         same(&format!("softmax (log {log}) {dt:?} grad"), &got, &want.unwrap().to_dtype(dt).unwrap());

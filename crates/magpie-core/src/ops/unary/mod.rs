@@ -125,7 +125,7 @@ pub fn unary(spec: &'static UnarySpec, x: &Tensor) -> Result<Tensor> {
 fn record_spec(spec: &'static UnarySpec, x: &Tensor, out: &Tensor, bw: UnaryBackward) {
     if out.dtype().is_float() || out.dtype().is_complex() {
         let sx = Saved::new(spec.name, x);
-        autograd::record(spec.name, &[x], &[out.clone()], move |ctx, g| {
+        autograd::record(spec.name, &[x], std::slice::from_ref(out), move |ctx, g| {
             let x = sx.get()?;
             if crate::ops::acc::half_cpu(&[&x, &g[0]]).is_some() {
                 let x32 = crate::ops::acc::up(&x)?;
