@@ -28,6 +28,7 @@ fi
 rm -rf "$tb"
 cargo run --release -p magpie-conformance -- \
   --cases tests/conformance/opinfo-float32 --cases tests/conformance/opinfo-int64 \
+  --cases tests/conformance/opinfo-bfloat16 --cases tests/conformance/opinfo-float16 \
   --baseline tests/conformance/baseline.json --readme-check README.md
 # gradcheck / gradgradcheck (f64) of every op with OpInfo gradient cases; fails when an op that
 # passed in tests/conformance/gradcheck_baseline.json no longer does (report: gradcheck_report.md)

@@ -29,6 +29,9 @@ pub struct Case {
     pub nondeterministic: bool,
     #[serde(default)]
     pub tol: Option<Tol>,
+    /// The gradients' tolerance (bfloat16/float16 sets only; elsewhere gradients use `tol`).
+    #[serde(default)]
+    pub grad_tol: Option<Tol>,
     #[serde(default)]
     pub grad: Option<GradSpec>,
     #[serde(default)]

@@ -135,8 +135,11 @@ pub fn check_baseline(base: &Baseline, current: &Baseline) -> (Vec<String>, bool
 /// The README section (a Markdown table), between the markers the runner rewrites.
 pub fn readme_section(folders: &[(String, Tally)], torch_version: &str) -> String {
     let mut s = String::new();
+    // the command names the folders of this run (by name, under tests/conformance/, so that the
+    // text does not depend on the directory the runner was started from)
+    let cases: String = folders.iter().map(|(name, _)| format!(" --cases tests/conformance/{name}")).collect();
     s.push_str(&format!(
-        "Cases generated from PyTorch {torch_version}'s OpInfo database; produced by `cargo run --release -p magpie-conformance -- --cases tests/conformance/opinfo-float32 --cases tests/conformance/opinfo-int64 --readme README.md`.\n\n"
+        "Cases generated from PyTorch {torch_version}'s OpInfo database; produced by `cargo run --release -p magpie-conformance --{cases} --readme README.md`.\n\n"
     ));
     s.push_str("| cases | value cases passed | gradients passed | error cases rejected | crashed |\n|---|---|---|---|---|\n");
     for (name, t) in folders {

@@ -157,3 +157,64 @@ fn gradcheck_mode_reports_and_checks_its_baseline() {
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("nosuchop: gradcheck no longer passes"), "{out}");
 }
+
+/// A case whose expected gradient is 1% off ours: `tol` (1e-6) rejects it, the low-precision
+/// sets' `grad_tol` (2%) accepts it, and the value part keeps using `tol`.
+fn grad_tol_case(grad_tol: &str) -> String {
+    format!(
+        r#"{{"torch_version": "test", "seed": 1, "dtype": "bfloat16", "ops": ["neg"],
+ "cases": [
+  {{"id": "neg#0", "op": "neg", "variant": "", "dtype": "float32",
+   "input": {{"tensor": "neg#0/in0", "dtype": "float32", "shape": [2]}}, "args": [], "kwargs": {{}},
+   "output": {{"tensor": "neg#0/out", "dtype": "float32", "shape": [2]}}, "nondeterministic": false,
+   "tol": {{"rtol": 1e-6, "atol": 1e-6}}{grad_tol},
+   "grad": {{"wrt": ["neg#0/in0"], "output_grads": [{{"tensor": "neg#0/gout", "dtype": "float32", "shape": [2]}}],
+            "expected": [{{"tensor": "neg#0/grad", "dtype": "float32", "shape": [2]}}]}}}}
+ ], "skipped": {{}}}}"#
+    )
+}
+
+#[test]
+fn gradients_compare_with_grad_tol_where_a_case_has_one() {
+    let tensors = vec![
+        ("neg#0/in0", vec![1.0, -2.0], vec![2]),
+        ("neg#0/out", vec![-1.0, 2.0], vec![2]),
+        ("neg#0/gout", vec![0.5, 3.0], vec![2]),
+        ("neg#0/grad", vec![-0.505, -3.0], vec![2]),
+    ];
+    for (grad_tol, want) in [("", "failed"), (r#", "grad_tol": {"rtol": 0.02, "atol": 1e-5}"#, "passed")] {
+        let d = tempfile::tempdir().unwrap();
+        write_folder(d.path(), &grad_tol_case(grad_tol), &tensors);
+        let json = d.path().join("out.json");
+        let (code, out, err) = run(&["--cases", d.path().to_str().unwrap(), "--json", json.to_str().unwrap()]);
+        assert_eq!(code, 0, "{out}\n{err}");
+        let j: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+        assert_eq!(j["cases"][0]["value"], "passed", "{j}");
+        assert_eq!(j["cases"][0]["grad"], want, "grad_tol {grad_tol:?}: {j}");
+    }
+}
+
+#[test]
+fn readme_table_names_every_folder_of_the_run() {
+    let a = tempfile::tempdir().unwrap();
+    let b = tempfile::tempdir().unwrap();
+    write_folder(a.path(), GOOD, &good_tensors());
+    write_folder(b.path(), GOOD, &good_tensors());
+    let readme = a.path().join("README.md");
+    std::fs::write(&readme, "# x\n<!-- conformance:begin -->\nold\n<!-- conformance:end -->\ntail\n").unwrap();
+    let (pa, pb, pr) = (a.path().to_str().unwrap(), b.path().to_str().unwrap(), readme.to_str().unwrap());
+    let (code, out, err) = run(&["--cases", pa, "--cases", pb, "--readme", pr]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let text = std::fs::read_to_string(&readme).unwrap();
+    let (na, nb) = (a.path().file_name().unwrap().to_str().unwrap(), b.path().file_name().unwrap().to_str().unwrap());
+    let cmd = format!("--cases tests/conformance/{na} --cases tests/conformance/{nb} --readme README.md");
+    assert!(text.contains(&cmd), "{text}");
+    assert!(text.contains(&format!("| {na} | 1/3 (33.3%) | 1/1 (100.0%)")) && text.contains(&format!("| {nb} | 1/3 (33.3%) | 1/1 (100.0%)")), "{text}");
+    assert!(!text.contains("old") && text.ends_with("tail\n"), "{text}");
+    // the check passes on the fresh table and fails once the folder list changes
+    let (code, out, _) = run(&["--cases", pa, "--cases", pb, "--readme-check", pr]);
+    assert_eq!(code, 0, "{out}");
+    let (code, out, _) = run(&["--cases", pa, "--readme-check", pr]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("stale"), "{out}");
+}

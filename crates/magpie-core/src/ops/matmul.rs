@@ -7,6 +7,7 @@ mod einsum;
 
 pub use einsum::einsum;
 
+use crate::ops::acc;
 use crate::autograd::{self, Saved};
 use crate::backend::cpu::gemm::batched_matmul;
 use crate::dtype::DType;
@@ -288,6 +289,10 @@ impl Tensor {
         if let Some(c) = crate::amp::tensors("addmm", &[self, mat1, mat2])? {
             return c.args[0].addmm(&c.args[1], &c.args[2], beta, alpha);
         }
+        if let Some(h) = acc::half_cpu(&[self, mat1, mat2]) {
+            // half CPU tensors: product and sum in float32, rounded once (PyTorch's acc_type)
+            return acc::down(acc::up(self)?.addmm(&acc::up(mat1)?, &acc::up(mat2)?, beta, alpha)?, h);
+        }
         let p = mat1.mm(mat2)?;
         add_scaled("addmm", self, &p, beta, alpha)
     }
@@ -296,6 +301,10 @@ impl Tensor {
         let _prof = crate::profiler::op("addmv", &[self, mat, vec]);
         if let Some(c) = crate::amp::tensors("addmv", &[self, mat, vec])? {
             return c.args[0].addmv(&c.args[1], &c.args[2], beta, alpha);
+        }
+        if let Some(h) = acc::half_cpu(&[self, mat, vec]) {
+            // half CPU tensors: product and sum in float32, rounded once (PyTorch's acc_type)
+            return acc::down(acc::up(self)?.addmv(&acc::up(mat)?, &acc::up(vec)?, beta, alpha)?, h);
         }
         let p = mat.mv(vec)?;
         add_scaled("addmv", self, &p, beta, alpha)
@@ -306,6 +315,10 @@ impl Tensor {
         if let Some(c) = crate::amp::tensors("baddbmm", &[self, b1, b2])? {
             return c.args[0].baddbmm(&c.args[1], &c.args[2], beta, alpha);
         }
+        if let Some(h) = acc::half_cpu(&[self, b1, b2]) {
+            // half CPU tensors: product and sum in float32, rounded once (PyTorch's acc_type)
+            return acc::down(acc::up(self)?.baddbmm(&acc::up(b1)?, &acc::up(b2)?, beta, alpha)?, h);
+        }
         let p = b1.bmm(b2)?;
         add_scaled("baddbmm", self, &p, beta, alpha)
     }
@@ -314,6 +327,10 @@ impl Tensor {
         let _prof = crate::profiler::op("addbmm", &[self, b1, b2]);
         if let Some(c) = crate::amp::tensors("addbmm", &[self, b1, b2])? {
             return c.args[0].addbmm(&c.args[1], &c.args[2], beta, alpha);
+        }
+        if let Some(h) = acc::half_cpu(&[self, b1, b2]) {
+            // half CPU tensors: product and sum in float32, rounded once (PyTorch's acc_type)
+            return acc::down(acc::up(self)?.addbmm(&acc::up(b1)?, &acc::up(b2)?, beta, alpha)?, h);
         }
         if b1.ndim() != 3 || b2.ndim() != 3 {
             return Err(Error::shape("addbmm", format!("batch1 must be a 3D tensor, got {}-D and {}-D", b1.ndim(), b2.ndim())));
@@ -338,6 +355,10 @@ impl Tensor {
         let _prof = crate::profiler::op("addr", &[self, v1, v2]);
         if let Some(c) = crate::amp::tensors("addr", &[self, v1, v2])? {
             return c.args[0].addr(&c.args[1], &c.args[2], beta, alpha);
+        }
+        if let Some(h) = acc::half_cpu(&[self, v1, v2]) {
+            // half CPU tensors: product and sum in float32, rounded once (PyTorch's acc_type)
+            return acc::down(acc::up(self)?.addr(&acc::up(v1)?, &acc::up(v2)?, beta, alpha)?, h);
         }
         let p = v1.outer(v2)?;
         add_scaled("addr", self, &p, beta, alpha)

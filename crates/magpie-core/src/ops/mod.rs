@@ -2,6 +2,7 @@
 //! for creation ops) with PyTorch's name and semantics, records its backward rule, and is also
 //! listed in the registry (`crate::registry`) under its PyTorch name.
 
+pub(crate) mod acc;
 pub mod activation;
 pub mod binary;
 pub mod chunk_cat;

@@ -198,6 +198,23 @@ pub fn lerp_op(start: &Tensor, end: &Tensor, weight: Operand) -> Result<Tensor> 
     if !(start.dtype().is_float() || start.dtype().is_complex()) {
         return Err(Error::dtype("lerp", format!("\"lerp_kernel_scalar\" not implemented for '{}'", scalar_type_name(start.dtype()))));
     }
+    // half CPU tensors: in float32, rounded once (as PyTorch's kernel)
+    let wt = match &weight {
+        Operand::Tensor(w) => vec![start, end, *w],
+        Operand::Scalar(_) => vec![start, end],
+    };
+    if let Some(h) = crate::ops::acc::half_cpu(&wt) {
+        use crate::ops::acc::{down, up};
+        let w = match &weight {
+            Operand::Tensor(w) => Some(up(w)?),
+            Operand::Scalar(_) => None,
+        };
+        let wop = match (&w, &weight) {
+            (Some(w), _) => Operand::Tensor(w),
+            (None, s) => s.clone(),
+        };
+        return down(lerp_op(&up(start)?, &up(end)?, wop)?, h);
+    }
     let diff = end.sub(start)?;
     match weight {
         Operand::Scalar(w) => {
@@ -246,6 +263,11 @@ pub fn addcmul_op(x: &Tensor, t1: &Tensor, t2: &Tensor, value: Scalar) -> Result
     }
     let dt = result_type(&[x.promo(), t1.promo(), t2.promo()])?;
     check_value("addcmul", dt, value)?;
+    if let Some(h) = crate::ops::acc::half_cpu(&[x, t1, t2]) {
+        // half CPU tensors: in float32, rounded once (as PyTorch's kernel)
+        use crate::ops::acc::{down, up};
+        return down(addcmul_op(&up(x)?, &up(t1)?, &up(t2)?, value)?, h);
+    }
     let p = if value == Scalar::Int(1) { t1.clone() } else { t1.mul_scalar(value)? };
     x.add(&p.mul(t2)?)
 }
@@ -264,6 +286,10 @@ pub fn addcdiv_op(x: &Tensor, t1: &Tensor, t2: &Tensor, value: Scalar) -> Result
     }
     let dt = result_type(&[x.promo(), t1.promo(), t2.promo()])?;
     check_value("addcdiv", dt, value)?;
+    if let Some(h) = crate::ops::acc::half_cpu(&[x, t1, t2]) {
+        use crate::ops::acc::{down, up};
+        return down(addcdiv_op(&up(x)?, &up(t1)?, &up(t2)?, value)?, h);
+    }
     let p = if value == Scalar::Int(1) { t1.clone() } else { t1.mul_scalar(value)? };
     x.add(&p.div(t2)?)
 }

@@ -61,7 +61,13 @@ pub fn batched_matmul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     match dt {
         DType::F32 => native::<f32>(a, b, m, k, n, &out_shape),
         DType::F64 => native::<f64>(a, b, m, k, n, &out_shape),
-        DType::F16 => native::<half::f16>(a, b, m, k, n, &out_shape),
+        // float16: in f32 too; the gemm crate's f16 kernel accumulates in f16, where PyTorch's
+        // CPU accumulates in f32 and rounds once
+        DType::F16 => {
+            let r = batched_matmul(&a.to_dtype(DType::F32)?, &b.to_dtype(DType::F32)?)?;
+            let v: Vec<half::f16> = super::to_vec(&r)?;
+            Tensor::from_vec(v, &out_shape)
+        }
         DType::C64 => native::<num_complex::Complex32>(a, b, m, k, n, &out_shape),
         DType::C128 => native::<num_complex::Complex64>(a, b, m, k, n, &out_shape),
         DType::BF16 => {

@@ -188,7 +188,16 @@ pub fn binary(spec: &'static BinarySpec, a: Operand, b: Operand) -> Result<Tenso
             let (sha, shb) = (ta.shape().to_vec(), tb.shape().to_vec());
             autograd::record(spec.name, &[&ta, &tb], &[out.clone()], move |ctx, g| {
                 let (x, y) = (sa.get()?, sb.get()?);
-                let (ga, gb) = bw(&x, &y, &|| ctx.output(0), &g[0])?;
+                // half CPU tensors: the rule in float32, rounded once (the engine casts the results)
+                let (ga, gb) = if crate::ops::acc::half_cpu(&[&x, &y, &g[0]]).is_some() {
+                    // the output recomputed in float32 (not the rounded one), recorded when
+                    // the rule's graph is built
+                    use crate::ops::acc::up;
+                    let (x32, y32) = (up(&x)?, up(&y)?);
+                    bw(&x32, &y32, &|| binary(spec, Operand::Tensor(&x32), Operand::Tensor(&y32)), &up(&g[0])?)?
+                } else {
+                    bw(&x, &y, &|| ctx.output(0), &g[0])?
+                };
                 let ga = match ga {
                     Some(t) if ctx.needs_input_grad(0) => Some(t.sum_to_size(&sha)?),
                     _ => None,

@@ -17,11 +17,20 @@ pub fn vector_norm(x: &Tensor, ord: f64, dims: Option<&[i64]>, keepdim: bool, dt
         return vector_norm(&c.args.0, ord, dims, keepdim, c.args.1);
     }
     let op = "linalg.vector_norm";
-    check_float(op, x)?;
     let x = match dtype {
-        Some(d) if d != x.dtype() => x.to_dtype(d)?,
+        Some(d) if d != x.dtype() => {
+            if !(x.dtype().is_float() || x.dtype().is_complex()) {
+                check_float(op, x)?;
+            }
+            x.to_dtype(d)?
+        }
         _ => x.clone(),
     };
+    // bfloat16 / float16: in float32, rounded once (as PyTorch's CPU and CUDA kernels)
+    if matches!(x.dtype(), DType::BF16 | DType::F16) {
+        return vector_norm(&x.to_dtype(DType::F32)?, ord, dims, keepdim, None)?.to_dtype(x.dtype());
+    }
+    check_float(op, &x)?;
     let d = reduce_dims(op, &x, dims)?;
     if x.numel() == 0 && ord < 0.0 || (x.numel() == 0 && ord.is_infinite() && d.iter().any(|&i| x.shape()[i] == 0)) {
         return Err(Error::value(op, format!("{op} cannot compute the {ord} norm on an empty tensor because the operation does not have an identity")));
@@ -125,6 +134,13 @@ fn norm_backward(x: &Tensor, n: &Tensor, g: &Tensor, ord: f64) -> Result<Tensor>
 /// one of `"fro"`, `"nuc"`.
 pub fn matrix_norm(a: &Tensor, ord: &NormOrd, dim: (i64, i64), keepdim: bool) -> Result<Tensor> {
     let op = "linalg.matrix_norm";
+    if matches!(a.dtype(), DType::BF16 | DType::F16) {
+        // the singular-value norms need an SVD, which takes no low-precision dtype (as PyTorch)
+        if matches!(ord, NormOrd::Nuc | NormOrd::Num(2.0) | NormOrd::Num(-2.0)) {
+            return Err(Error::dtype(op, format!("{op}: Low precision dtypes not supported. Got {}", if a.dtype() == DType::BF16 { "BFloat16" } else { "Half" })));
+        }
+        return matrix_norm(&a.to_dtype(DType::F32)?, ord, dim, keepdim)?.to_dtype(a.dtype());
+    }
     check_float(op, a)?;
     if a.ndim() < 2 {
         return Err(Error::shape(op, format!("{op}: The input tensor A must have at least 2 dimensions.")));

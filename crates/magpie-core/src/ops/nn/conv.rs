@@ -365,6 +365,11 @@ pub fn conv(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, nd: usize, stride: &[
         }
     }
     let op = ["conv1d", "conv2d", "conv3d"][nd - 1];
+    // half CPU tensors: products and bias in float32, rounded once (PyTorch's acc_type)
+    if let Some(h) = crate::ops::acc::half_cpu_opt(x, &[Some(w), bias]) {
+        use crate::ops::acc::{down, up, up_opt};
+        return down(conv(&up(x)?, &up(w)?, up_opt(bias)?.as_ref(), nd, stride, padding, dilation, groups)?, h);
+    }
     check_common(op, x, w, bias, nd)?;
     let (xb, was) = batched(op, x, nd)?;
     let s = expand(op, "stride", stride, nd)?;
@@ -455,6 +460,10 @@ pub fn conv_transpose(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, nd: usize, 
         }
     }
     let op = ["conv_transpose1d", "conv_transpose2d", "conv_transpose3d"][nd - 1];
+    if let Some(h) = crate::ops::acc::half_cpu_opt(x, &[Some(w), bias]) {
+        use crate::ops::acc::{down, up, up_opt};
+        return down(conv_transpose(&up(x)?, &up(w)?, up_opt(bias)?.as_ref(), nd, stride, padding, output_padding, groups, dilation)?, h);
+    }
     check_common(op, x, w, bias, nd)?;
     let (xb, was) = batched(op, x, nd)?;
     let s = expand(op, "stride", stride, nd)?;
@@ -548,6 +557,11 @@ pub fn linear(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
     if x.dtype() != w.dtype() {
         return Err(Error::dtype(op, format!("expected m1 and m2 to have the same dtype, but got: {} != {}", x.dtype(), w.dtype())));
     }
+    // half CPU tensors with a bias: product and bias in float32, rounded once (PyTorch's addmm)
+    if let (Some(h), Some(b)) = (crate::ops::acc::half_cpu_opt(x, &[Some(w), bias]), bias) {
+        use crate::ops::acc::{down, up};
+        return down(linear(&up(x)?, &up(w)?, Some(&up(b)?))?, h);
+    }
     if let Some(y) = super::linear::linear_gemm(x, w, bias)? {
         return Ok(y);
     }
@@ -574,6 +588,10 @@ pub fn bilinear(x1: &Tensor, x2: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> 
         return bilinear(c.req(0)?, c.req(1)?, c.req(2)?, c.opt(3));
     }
     let op = "bilinear";
+    if let Some(h) = crate::ops::acc::half_cpu_opt(x1, &[Some(x2), Some(w), bias]) {
+        use crate::ops::acc::{down, up, up_opt};
+        return down(bilinear(&up(x1)?, &up(x2)?, &up(w)?, up_opt(bias)?.as_ref())?, h);
+    }
     if w.ndim() != 3 {
         return Err(Error::shape(op, format!("bilinear(): weight must be 3-dimensional, got {:?}", w.shape())));
     }

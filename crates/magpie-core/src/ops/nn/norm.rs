@@ -3,6 +3,7 @@
 //! distance ops built on vector norms (cosine similarity, pairwise / pdist / cdist).
 
 use super::gather::{take_rows, RowIdx};
+use crate::ops::acc::{down, half_cpu_opt, up, up_opt};
 use crate::autograd;
 use crate::tensor::Tensor;
 use crate::{Error, Result};
@@ -32,6 +33,11 @@ pub fn native_layer_norm(x: &Tensor, ns: &[i64], w: Option<&Tensor>, b: Option<&
     if matches!(x.dtype(), crate::DType::BF16 | crate::DType::F16) && !params.is_empty() && params.iter().all(|p| p.dtype() == crate::DType::F32) {
         let (y, m, r) = native_layer_norm(&x.to_dtype(crate::DType::F32)?, ns, w, b, eps)?;
         return Ok((y.to_dtype(x.dtype())?, m, r));
+    }
+    // half CPU tensors: normalized in float32 and rounded once (PyTorch's acc_type)
+    if let Some(h) = half_cpu_opt(x, &[w, b]) {
+        let (y, m, r) = native_layer_norm(&up(x)?, ns, up_opt(w)?.as_ref(), up_opt(b)?.as_ref(), eps)?;
+        return Ok((down(y, h)?, down(m, h)?, down(r, h)?));
     }
     let op = "layer_norm";
     let k = ns.len();
@@ -115,6 +121,9 @@ pub fn rms_norm(x: &Tensor, ns: &[i64], w: Option<&Tensor>, eps: Option<f64>) ->
         crate::DType::BF16 => 0.0078125,
         _ => f32::EPSILON as f64,
     });
+    if let Some(h) = half_cpu_opt(x, &[w]) {
+        return down(rms_norm(&up(x)?, ns, up_opt(w)?.as_ref(), Some(eps))?, h);
+    }
     if let Some((y, _, _)) = cuda_norm(x, k, w, None, eps, true)? {
         return Ok(y);
     }
@@ -139,6 +148,10 @@ pub fn native_group_norm(x: &Tensor, groups: i64, w: Option<&Tensor>, b: Option<
     let _prof = crate::profiler::op_opt("group_norm", &[Some(x), w, b]);
     if let Some(c) = crate::amp::optional("group_norm", &[Some(x), w, b])? {
         return native_group_norm(c.req(0)?, groups, c.opt(1), c.opt(2), eps);
+    }
+    if let Some(h) = half_cpu_opt(x, &[w, b]) {
+        let (y, m, r) = native_group_norm(&up(x)?, groups, up_opt(w)?.as_ref(), up_opt(b)?.as_ref(), eps)?;
+        return Ok((down(y, h)?, down(m, h)?, down(r, h)?));
     }
     let op = "group_norm";
     if x.ndim() < 2 {
@@ -195,6 +208,12 @@ pub fn native_batch_norm(
     eps: f64,
 ) -> Result<(Tensor, Tensor, Tensor)> {
     let op = "batch_norm";
+    // half CPU tensors: in float32, rounded once; the running statistics are updated in place in
+    // their own dtype
+    if let Some(h) = half_cpu_opt(x, &[w, b]) {
+        let (y, m, r) = native_batch_norm(&up(x)?, up_opt(w)?.as_ref(), up_opt(b)?.as_ref(), rm, rv, training, momentum, eps)?;
+        return Ok((down(y, h)?, down(m, h)?, down(r, h)?));
+    }
     if x.ndim() < 2 {
         return Err(Error::shape(op, format!("Expected 2D or more input (got {}D input)", x.ndim())));
     }
@@ -259,6 +278,9 @@ pub fn instance_norm(
     eps: f64,
 ) -> Result<Tensor> {
     let op = "instance_norm";
+    if let Some(h) = half_cpu_opt(x, &[w, b]) {
+        return down(instance_norm(&up(x)?, rm, rv, up_opt(w)?.as_ref(), up_opt(b)?.as_ref(), use_input_stats, momentum, eps)?, h);
+    }
     if x.ndim() < 3 {
         return Err(Error::shape(op, format!("Expected 3D or more input (got {}D input)", x.ndim())));
     }

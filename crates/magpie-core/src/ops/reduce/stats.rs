@@ -32,8 +32,12 @@ fn var_std(op: &'static str, x: &Tensor, dims: Option<&[i64]>, correction: f64, 
     let sx = Saved::new(op, x);
     let dims_c: Vec<i64> = d.iter().map(|&v| v as i64).collect();
     autograd::record(if std { "Std" } else { "Var" }, &[x], &[out.clone()], move |ctx, g| {
-        let x = sx.get()?;
-        let (mut g, mut o) = (g[0].clone(), ctx.output(0)?);
+        let (mut x, mut g, mut o) = (sx.get()?, g[0].clone(), ctx.output(0)?);
+        // half CPU tensors: the gradient in float32, rounded once (the engine casts it back)
+        if crate::ops::acc::half_cpu(&[&x, &g, &o]).is_some() {
+            use crate::ops::acc::up;
+            (x, g, o) = (up(&x)?, up(&g)?, up(&o)?);
+        }
         if !keepdim {
             for &dd in &dims_c {
                 g = g.unsqueeze(dd)?;

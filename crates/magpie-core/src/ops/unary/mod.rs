@@ -113,9 +113,28 @@ pub fn unary(spec: &'static UnarySpec, x: &Tensor) -> Result<Tensor> {
         _ => cpu::map_unary::<f32, f32>(x, spec.f32)?.to_dtype(d)?,
     };
     if let Some(bw) = spec.backward {
-        record_unary(name, x, &out, bw);
+        record_spec(spec, x, &out, bw);
     }
     Ok(out)
+}
+
+/// [`record_unary`] for a spec on the CPU: for half tensors the rule sees the input, the output
+/// recomputed from it and the gradient all in float32 (not the output rounded to the half dtype,
+/// whose error a rule such as `tan`'s `g * (1 + y^2)` would carry), and its result is rounded
+/// once; the recomputation is itself recorded when the rule's graph is built (`create_graph`).
+fn record_spec(spec: &'static UnarySpec, x: &Tensor, out: &Tensor, bw: UnaryBackward) {
+    if out.dtype().is_float() || out.dtype().is_complex() {
+        let sx = Saved::new(spec.name, x);
+        autograd::record(spec.name, &[x], std::slice::from_ref(out), move |ctx, g| {
+            let x = sx.get()?;
+            if crate::ops::acc::half_cpu(&[&x, &g[0]]).is_some() {
+                let x32 = crate::ops::acc::up(&x)?;
+                let y32 = unary(spec, &x32)?;
+                return Ok(vec![Some(bw(&x32, &y32, &crate::ops::acc::up(&g[0])?)?)]);
+            }
+            Ok(vec![Some(bw(&x, &ctx.output(0)?, &g[0])?)])
+        });
+    }
 }
 
 /// Records `out = op(x)` for autograd with `bw(x, out, grad) -> grad_x` (nothing for non-float outputs).
@@ -127,7 +146,15 @@ pub(crate) fn record_unary(
 ) {
     if out.dtype().is_float() || out.dtype().is_complex() {
         let sx = Saved::new(name, x);
-        autograd::record(name, &[x], &[out.clone()], move |ctx, g| Ok(vec![Some(bw(&sx.get()?, &ctx.output(0)?, &g[0])?)]));
+        autograd::record(name, &[x], &[out.clone()], move |ctx, g| {
+            let (x, y) = (sx.get()?, ctx.output(0)?);
+            // half CPU tensors: the rule in float32, rounded once (the engine casts the result)
+            if crate::ops::acc::half_cpu(&[&x, &y, &g[0]]).is_some() {
+                use crate::ops::acc::up;
+                return Ok(vec![Some(bw(&up(&x)?, &up(&y)?, &up(&g[0])?)?)]);
+            }
+            Ok(vec![Some(bw(&x, &y, &g[0])?)])
+        });
     }
 }
 
