@@ -1,4 +1,5 @@
-//! Registry entries for the core ops (creation, conversion, views, arithmetic, reductions).
+//! Registry entries for the core ops (creation, conversion, views, arithmetic, reductions); the
+//! elementwise math functions are in `unary_ops`.
 
 use super::{Registry, Value};
 use crate::tensor::Tensor;
@@ -10,10 +11,6 @@ fn t(v: Tensor) -> Result<Value> {
 
 /// Registers the core ops.
 pub(crate) fn register(r: &mut Registry) {
-    r.add("neg", |a| t(a.tensor(0, "input")?.neg()?));
-    r.add("exp", |a| t(a.tensor(0, "input")?.exp()?));
-    r.add("log", |a| t(a.tensor(0, "input")?.log()?));
-    r.add("sqrt", |a| t(a.tensor(0, "input")?.sqrt()?));
     r.add("clone", |a| {
         let x = a.tensor(0, "input")?;
         a.ignore(&["memory_format"]);

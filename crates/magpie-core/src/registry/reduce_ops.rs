@@ -497,22 +497,6 @@ pub(crate) fn register(r: &mut Registry) {
         let keep = a.bool_or(2, "keepdim", false)?;
         t(x.logsumexp(&dims, keep)?)
     });
-    r.add("norm", |a| {
-        let x = a.tensor(0, "input")?;
-        let p = match a.get_some(1, "p") {
-            None => 2.0,
-            Some(Value::Str(s)) if s == "fro" => 2.0,
-            Some(Value::Str(s)) if s == "nuc" => return Err(Error::unsupported("norm", "the nuclear norm")),
-            Some(v) => match v.as_scalar() {
-                Some(s) => s.to_f64(),
-                None => return Err(Error::value("norm", format!("argument 'p' must be a number or 'fro', not {}", v.kind()))),
-            },
-        };
-        let dims = a.opt_ints(2, "dim")?;
-        let keep = a.bool_or(3, "keepdim", false)?;
-        let dt = a.opt_dtype(4, "dtype")?;
-        t(x.norm_p(p, dims.as_deref(), keep, dt)?)
-    });
     r.add("dist", |a| {
         let x = a.tensor(0, "input")?;
         let y = a.tensor(1, "other")?;
