@@ -66,7 +66,9 @@ pub(crate) fn aa_taps(n_in: usize, n_out: usize, align: bool, scale: Option<f64>
 /// # use magpie_core::Tensor;
 /// let x = Tensor::from_vec((0..8).map(|v| v as f32).collect(), &[1, 1, 1, 8])?;
 /// let y = magpie_core::ops::nn::upsample_aa(&x, Some(&[1, 2]), false, None, false)?;
-/// assert_eq!(y.to_vec::<f32>()?, vec![1.5, 5.5]); // each output averages a 4-wide window
+/// // a triangle filter stretched to the 4:1 scale (8 taps); PyTorch gives [1.8929, 5.1071]
+/// let v = y.to_vec::<f32>()?;
+/// assert!((v[0] - 1.892857).abs() < 1e-5 && (v[1] - 5.107143).abs() < 1e-5);
 /// # Ok::<(), magpie_core::Error>(())
 /// ```
 pub fn upsample_aa(x: &Tensor, output_size: Option<&[i64]>, align_corners: bool, scale_factors: Option<&[f64]>, cubic: bool) -> Result<Tensor> {
