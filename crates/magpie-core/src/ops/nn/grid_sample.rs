@@ -8,8 +8,8 @@ use crate::tensor::Tensor;
 use crate::{Error, Result};
 use std::sync::Arc;
 
-/// Grid coordinates in [-1, 1] to pixel coordinates, clipped to the border when asked.
-fn unnormalize(g: &Tensor, size: usize, align: bool, border: bool) -> Result<Tensor> {
+/// Grid coordinates in [-1, 1] to pixel (or voxel) coordinates, clipped to the border when asked.
+pub(super) fn unnormalize(g: &Tensor, size: usize, align: bool, border: bool) -> Result<Tensor> {
     let s = size as f64;
     let p = if align { g.add_scalar(1.0)?.mul_scalar((s - 1.0) / 2.0)? } else { g.add_scalar(1.0)?.mul_scalar(s / 2.0)?.sub_scalar(0.5)? };
     if border {

@@ -4,21 +4,11 @@
 //! the grid.
 
 use super::gather::{take_rows, RowIdx};
+use super::grid_sample::unnormalize;
 use crate::autograd;
 use crate::tensor::Tensor;
 use crate::{Error, Result};
 use std::sync::Arc;
-
-/// Grid coordinates in [-1, 1] to voxel coordinates, clipped to the border when asked.
-fn unnormalize(g: &Tensor, size: usize, align: bool, border: bool) -> Result<Tensor> {
-    let s = size as f64;
-    let p = if align { g.add_scalar(1.0)?.mul_scalar((s - 1.0) / 2.0)? } else { g.add_scalar(1.0)?.mul_scalar(s / 2.0)?.sub_scalar(0.5)? };
-    if border {
-        p.nn_clamp_min(0.0)?.nn_clamp_max(s - 1.0)
-    } else {
-        Ok(p)
-    }
-}
 
 /// `grid_sample(input, grid, mode="bilinear", padding_mode, align_corners)` for a 5-d input
 /// `[N, C, D, H, W]` and grid `[N, Do, Ho, Wo, 3]` (x, y, z order, as in PyTorch): the
