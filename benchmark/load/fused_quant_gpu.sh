@@ -7,7 +7,7 @@
 # older build), and OUT a folder for the logs:
 #     D=.gpu-quant OUT=/tmp/out bash benchmark/load/fused_quant_gpu.sh
 set -u
-D=${D:-.gpu-quant}
+D=$(cd "${D:-.gpu-quant}" && pwd)
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}
@@ -20,10 +20,11 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | 
 [ -f "$D/root" ] && orig=$(cat "$D/root") && [ ! -e "$orig" ] && mkdir -p "$(dirname "$orig")" && ln -s "$root" "$orig"
 LB="$D/bin/load-bench"
 M=/tmp/m
+mkdir -p "$M"
 timeout 120 "$LB" make "$M" --only gguf > "$OUT/make.txt" 2>&1; el "make rc=$?"
 F="$M/model-Q4_K.gguf"
 # 1. the quantized fused engine's tests
-(cd crates/magpie-models && timeout 200 "$root/$(ls $D/bin/fused_quant-* | head -1)" --test-threads 1) > "$OUT/tests.txt" 2>&1; el "fused_quant tests rc=$?"
+(cd crates/magpie-models && timeout 200 "$(ls $D/bin/fused_quant-* | head -1)" --test-threads 1) > "$OUT/tests.txt" 2>&1; el "fused_quant tests rc=$?"
 grep -E "^test |test result" "$OUT/tests.txt" | tee -a "$OUT/log.txt"
 # 2. decode speed, greedy, 128 new tokens, bf16 activations
 {
@@ -46,7 +47,7 @@ fi
 # 4. the dense engine's tests (regression of the shared code), as time allows
 left=$(( 560 - ($(date +%s) - t0) ))
 if [ $left -gt 40 ]; then
-  (cd crates/magpie-models && timeout $left "$root/$(ls $D/bin/fused-* | head -1)" --test-threads 1 float32_greedy prefill_and_decode graph_replay fused_decode_step batches_of bad_inputs sampling_on) > "$OUT/tests-dense.txt" 2>&1; el "fused (dense) tests rc=$?"
+  (cd crates/magpie-models && timeout $left "$(ls $D/bin/fused-* | head -1)" --test-threads 1 float32_greedy prefill_and_decode graph_replay fused_decode_step batches_of bad_inputs sampling_on) > "$OUT/tests-dense.txt" 2>&1; el "fused (dense) tests rc=$?"
   grep -E "^test |test result" "$OUT/tests-dense.txt" | tee -a "$OUT/log.txt"
 fi
 el done
