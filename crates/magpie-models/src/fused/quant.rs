@@ -75,8 +75,8 @@ pub(crate) struct QSegP {
 }
 
 /// `y[m, n] = x[m, k] · Wᵀ` over the segments of a quantized weight (`n` their rows), x and y of
-/// `dtype`, y's rows `ldy` apart: one quantized GEMV per segment for `m <= MAX_ROWS`, in row
-/// chunks of `MAX_ROWS` above (for `m` past the scratch, see [`qlinear`]).
+/// `dtype`, y's rows `ldy` apart: one quantized GEMV per segment for `m <= MAX_ROWS`, in chunks
+/// of `MAX_ROWS` rows above (the engine dequantizes instead where its scratch holds the weight).
 ///
 /// # Safety
 /// x must hold `m` rows of `k` values (16-byte aligned, `k` a multiple of 8), y `m` rows of
