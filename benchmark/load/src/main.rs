@@ -7,10 +7,11 @@
 //!     load-bench time st|gguf|st-tensors|pt PATH
 //!         one JSON line: open_ms (file to model / tensors), forward_ms (the first forward of one
 //!         token on the CPU, float32; st and gguf only), total_ms, peak RSS
-//!     load-bench decode FILE.gguf [--new 64] [--dtype bfloat16] [--dense]
+//!     load-bench decode FILE.gguf [--new 64] [--dtype bfloat16] [--dense] [--path module|fused]
 //!         greedy decoding on cuda:0 (quantized layers on the quantized GEMV; with --dense every
-//!         weight dequantized to --dtype on load): tok/s from the first new token to the last,
-//!         and the weight bytes each step must read (the bandwidth floor)
+//!         weight dequantized to --dtype on load) on the module path (the default) or the fused
+//!         engine (one CUDA graph per step): tok/s from the first new token to the last, and the
+//!         weight bytes each step must read (the bandwidth floor)
 //!
 //! `benchmark/load/run.sh` runs it next to the Python loaders and writes results.md.
 
@@ -18,6 +19,7 @@ use magpie_core::autograd::no_grad;
 use magpie_core::{DType, Device, Error, Result, Tensor};
 use magpie_io::gguf::{quantize_q4_k, GgmlType, GgufWriter, Value};
 use magpie_models::auto::AutoModel;
+use magpie_models::fused::{EngineConfig, FusedDecoder};
 use magpie_models::generate::{generate, GenerationConfig};
 use magpie_models::hub::LoadOptions;
 use rayon::prelude::*;
@@ -190,7 +192,7 @@ fn time(kind: &str, path: &Path) -> Result<()> {
     Ok(())
 }
 
-fn decode(path: &Path, new: usize, dtype: DType, dense: bool) -> Result<()> {
+fn decode(path: &Path, new: usize, dtype: DType, dense: bool, fused: bool) -> Result<()> {
     let _g = no_grad();
     let gpu = Device::Cuda(0);
     let t = Instant::now();
@@ -203,11 +205,17 @@ fn decode(path: &Path, new: usize, dtype: DType, dense: bool) -> Result<()> {
     let step_bytes = magpie_models::gguf::resident_weight_bytes(l);
     let prompt = vec![vec![1u32, 20, 30, 400]];
     let cfg = GenerationConfig { max_new_tokens: new, eos_token_ids: Vec::new(), ..GenerationConfig::default() };
-    // warm-up: kernels compiled and the allocator's blocks made
-    generate(lm, &prompt, &GenerationConfig { max_new_tokens: 4, ..cfg.clone() }, |_| Ok(()))?;
+    let warm = GenerationConfig { max_new_tokens: 4, ..cfg.clone() };
+    let mut engine = if fused { Some(FusedDecoder::from_model(&m, EngineConfig { max_len: prompt[0].len() + new.max(4), ..EngineConfig::default() })?) } else { None };
+    let mut run = |c: &GenerationConfig, on_step: &mut dyn FnMut(&[Option<u32>]) -> Result<()>| match engine.as_mut() {
+        Some(e) => e.generate(&prompt, c, on_step),
+        None => generate(lm, &prompt, c, on_step),
+    };
+    // warm-up: kernels compiled, the allocator's blocks made (the fused engine: its decode graph captured)
+    run(&warm, &mut |_| Ok(()))?;
     magpie_core::backend::cuda::synchronize(None)?;
     let (mut first, mut last) = (None, Instant::now());
-    let out = generate(lm, &prompt, &cfg, |_| {
+    let out = run(&cfg, &mut |_| {
         let now = Instant::now();
         first.get_or_insert(now);
         last = now;
@@ -215,7 +223,7 @@ fn decode(path: &Path, new: usize, dtype: DType, dense: bool) -> Result<()> {
     })?;
     let steady = first.map_or(0.0, |f| (last - f).as_secs_f64());
     let tok_s = (out[0].len().saturating_sub(1)) as f64 / steady;
-    println!("{}", json!({"file": path.display().to_string(), "dtype": dtype.name(), "weights": if dense { "dequantized" } else { "quantized" }, "load_s": load_s, "new_tokens": out[0].len(), "decode_tok_s": tok_s, "ms_per_token": 1e3 / tok_s, "weight_bytes_per_step": step_bytes}));
+    println!("{}", json!({"file": path.display().to_string(), "dtype": dtype.name(), "weights": if dense { "dequantized" } else { "quantized" }, "path": if fused { "fused" } else { "module" }, "load_s": load_s, "new_tokens": out[0].len(), "decode_tok_s": tok_s, "ms_per_token": 1e3 / tok_s, "weight_bytes_per_step": step_bytes}));
     Ok(())
 }
 
@@ -244,7 +252,12 @@ fn run() -> Result<()> {
                 "float16" => DType::F16,
                 d => return Err(err(format!("--dtype {d} is not float32, bfloat16 or float16"))),
             };
-            decode(Path::new(&pos(1)?), new, dtype, args.iter().any(|a| a == "--dense"))
+            let fused = match opt("--path").as_deref().unwrap_or("module") {
+                "module" => false,
+                "fused" => true,
+                p => return Err(err(format!("--path {p} is not module or fused"))),
+            };
+            decode(Path::new(&pos(1)?), new, dtype, args.iter().any(|a| a == "--dense"), fused)
         }
         c => Err(err(format!("unknown command '{c}' (make, time, decode)"))),
     }

@@ -10,7 +10,8 @@ use super::kernels::{ActKind, AttnShape, GemvCall, GemvEpi, GemvNorm, Kernels, S
 use super::lt::{LtEpi, LtGemm};
 use super::short_attn::ShortAttention;
 use super::prefetch::{self, Prefetch, Read};
-use super::weights::{DecoderWeights, NormKind, NormW, Spec};
+use super::quant::{self as q, QSegP, MAX_ROWS};
+use super::weights::{DecoderWeights, NormKind, NormW, Proj, Spec};
 use magpie_core::backend::cuda::attention::{self, AttnOperand, Causal, DecodeParams, FlashParams};
 use magpie_core::backend::cuda::device::{self, CudaDevice};
 use magpie_core::backend::cuda::graph::{self, CudaGraph};
@@ -106,8 +107,9 @@ impl Default for EngineConfig {
     }
 }
 
-/// Raw addresses of one block's weights.
-#[derive(Clone, Copy)]
+/// Raw addresses of one block's weights (a quantized projection's dense address is 0; its blocks
+/// are in `quant`).
+#[derive(Clone)]
 struct LayerP {
     n1: (u64, u64),
     qkv_w: u64,
@@ -119,6 +121,32 @@ struct LayerP {
     up_b: u64,
     down_w: u64,
     down_b: u64,
+    /// The segments of the quantized projections (q|k|v, o, gate|up, down; None: dense).
+    quant: [Option<Vec<QSegP>>; 4],
+}
+
+/// A projection's weight as the engine launches it.
+#[derive(Clone, Copy)]
+enum WRef<'a> {
+    Dense(u64),
+    Quant(&'a [QSegP]),
+}
+
+/// The dense address of a projection (0 when quantized) and its quantized segments.
+fn proj_p(p: &Proj) -> Result<(u64, Option<Vec<QSegP>>)> {
+    match p {
+        Proj::Dense(t) => Ok((ptr(t)?, None)),
+        Proj::Quant(qp) => Ok((0, Some(qp.raw()?))),
+    }
+}
+
+impl LayerP {
+    fn w(&self, i: usize, dense: u64) -> WRef<'_> {
+        match &self.quant[i] {
+            Some(segs) => WRef::Quant(segs),
+            None => WRef::Dense(dense),
+        }
+    }
 }
 
 fn norm_p(n: &NormW) -> Result<(u64, u64)> {
@@ -189,6 +217,14 @@ pub struct FusedDecoder {
     lt: Option<LtGemm>,
     /// The short prefill attention ([`EngineConfig::prefill_short_attn`]).
     short_attn: Option<ShortAttention>,
+    /// The LM head: its dense address (0 when quantized) and quantized segments.
+    lm_head: (u64, Option<Vec<QSegP>>),
+    /// Quantized layers' weights dequantized for prefill products of more than [`MAX_ROWS`] rows
+    /// (the largest quantized projection of a block; None without quantized layers).
+    qscratch: Option<(Buf, usize)>,
+    /// A quantized LM head's outputs in the storage dtype before they widen to the f32 logits
+    /// (None when the LM head is dense or the dtype is f32).
+    lm_tmp: Option<Buf>,
 }
 
 impl std::fmt::Debug for FusedDecoder {
@@ -231,20 +267,28 @@ impl FusedDecoder {
             .layers
             .iter()
             .map(|l| {
+                let (qkv, o, up, down) = (proj_p(&l.qkv_w)?, proj_p(&l.o_w)?, proj_p(&l.up_w)?, proj_p(&l.down_w)?);
                 Ok(LayerP {
                     n1: norm_p(&l.norm1)?,
-                    qkv_w: ptr(&l.qkv_w)?,
+                    qkv_w: qkv.0,
                     qkv_b: opt_ptr(&l.qkv_b)?,
-                    o_w: ptr(&l.o_w)?,
+                    o_w: o.0,
                     o_b: opt_ptr(&l.o_b)?,
                     n2: norm_p(&l.norm2)?,
-                    up_w: ptr(&l.up_w)?,
+                    up_w: up.0,
                     up_b: opt_ptr(&l.up_b)?,
-                    down_w: ptr(&l.down_w)?,
+                    down_w: down.0,
                     down_b: opt_ptr(&l.down_b)?,
+                    quant: [qkv.1, o.1, up.1, down.1],
                 })
             })
             .collect::<Result<Vec<_>>>()?;
+        let lm_head = proj_p(&w.lm_head)?;
+        // the quantized GEMV reads x with 16-byte loads: rows of a multiple of 8 values
+        let quantized = lp.iter().any(|l| l.quant.iter().any(Option::is_some)) || lm_head.1.is_some();
+        if quantized && [s.hidden, s.heads * s.head_dim, s.inter].iter().any(|d| !d.is_multiple_of(8)) {
+            return Err(Error::unsupported(op, format!("quantized layers need hidden, attention and MLP widths that are multiples of 8, got {}, {} and {}", s.hidden, s.heads * s.head_dim, s.inter)));
+        }
         // prefill passes hold up to `prefill_chunk` tokens of all the sequences together
         let rows = pass_rows(&cfg);
         let (qd, kvd) = (s.heads * s.head_dim, s.kv_heads * s.head_dim);
@@ -301,7 +345,18 @@ impl FusedDecoder {
         let l2_window = cfg.l2_prefetch.min(l2.max(0) as usize / 4 * 3) as u64;
         let lt = if cfg.prefill_lt { Some(LtGemm::new(&dev, LT_WORKSPACE)?) } else { None };
         let short_attn = if cfg.prefill_short_attn && ShortAttention::supports_head_dim(s.head_dim) { Some(ShortAttention::new(&dev, dtype, s.head_dim)?) } else { None };
-        let mut e = FusedDecoder { dev, dtype, k, w, lp, cfg, b, graphs: HashMap::new(), sampling: greedy, l2_window, lt, short_attn };
+        // scratch for one quantized projection of a block dequantized (prefill passes past the GEMV's rows)
+        let qmax = w.layers.iter().flat_map(|l| [&l.qkv_w, &l.o_w, &l.up_w, &l.down_w]).filter_map(|p| if let Proj::Quant(qp) = p { Some(qp.rows() * qp.cols) } else { None }).max();
+        let qscratch = match qmax {
+            Some(n) if rows > MAX_ROWS => Some((bf(dtype, n, "dequantized weight scratch")?, n)),
+            _ => None,
+        };
+        let lm_tmp = if lm_head.1.is_some() && dtype != DType::F32 { Some(bf(dtype, cfg.max_batch * s.vocab, "quantized LM head output")?) } else { None };
+        if quantized {
+            // the quantized kernels' module loads now, not inside the first graph capture
+            magpie_core::backend::cuda::kern::kfunc(&dev, magpie_core::backend::cuda::kern::KFile::Quant, dtype, "quant_dequant_q8_0")?;
+        }
+        let mut e = FusedDecoder { dev, dtype, k, w, lp, cfg, b, graphs: HashMap::new(), sampling: greedy, l2_window, lt, short_attn, lm_head, qscratch, lm_tmp };
         e.set_sampling(greedy)?;
         Ok(e)
     }
@@ -317,6 +372,12 @@ impl FusedDecoder {
     /// The storage dtype.
     pub fn dtype(&self) -> DType {
         self.dtype
+    }
+    /// Bytes of the weights the engine keeps quantized (GGUF blocks on the device; 0 for a dense
+    /// model).
+    pub fn quantized_weight_bytes(&self) -> usize {
+        let q = |p: &Proj| if let Proj::Quant(qp) = p { qp.nbytes() } else { 0 };
+        q(&self.w.lm_head) + self.w.layers.iter().map(|l| q(&l.qkv_w) + q(&l.o_w) + q(&l.up_w) + q(&l.down_w)).sum::<usize>()
     }
     /// The device.
     pub fn device(&self) -> Device {
@@ -395,8 +456,7 @@ impl FusedDecoder {
             }
             self.b.o.ptr
         };
-        let logits = self.b.logits.at(row0 * s.vocab, DType::F32);
-        self.k.linear(&self.dev, n, s.vocab, s.hidden, last_rows, ptr(&self.w.lm_head)?, logits, DType::F32, self.cfg.gemv)?;
+        self.head(n, last_rows, row0)?;
         upload(&self.dev, self.b.pos.at(row0, DType::I32), &vec![len as i32 - 1; n])?;
         self.select(n, row0, false)
     }
@@ -478,13 +538,48 @@ impl FusedDecoder {
     }
 
     fn step_body(&self, batch: usize) -> Result<()> {
-        let s = &self.w.spec;
         if self.fusable(batch)? {
             return self.fused_step(batch);
         }
         self.blocks(batch, self.b.tok.ptr, self.b.pos.ptr, self.b.kvlen.ptr, None)?;
-        self.k.linear(&self.dev, batch, s.vocab, s.hidden, self.b.h.ptr, ptr(&self.w.lm_head)?, self.b.logits.ptr, DType::F32, self.cfg.gemv)?;
+        self.head(batch, self.b.h.ptr, 0)?;
         self.select(batch, 0, false)
+    }
+
+    /// The LM head on `m` normed rows at `x` into the f32 logits of sequences `row0..`: the dense
+    /// product, or the quantized GEMV (in the storage dtype, then widened to f32).
+    fn head(&self, m: usize, x: u64, row0: usize) -> Result<()> {
+        let s = &self.w.spec;
+        let logits = self.b.logits.at(row0 * s.vocab, DType::F32);
+        match &self.lm_head {
+            (w, None) => self.k.linear(&self.dev, m, s.vocab, s.hidden, x, *w, logits, DType::F32, self.cfg.gemv),
+            (_, Some(segs)) => {
+                let y = self.lm_tmp.as_ref().map_or(logits, |t| t.ptr);
+                // SAFETY: x holds m normed rows of `hidden` values (a row of an activation buffer,
+                // 16-byte aligned: hidden is a multiple of 8), y m rows of vocab values of the
+                // storage dtype (the logits themselves when it is f32); the blocks are the engine's.
+                unsafe { q::qgemv(&self.dev, self.dtype, self.cfg.pdl, m, s.hidden, segs, x, y, s.vocab)? };
+                match &self.lm_tmp {
+                    Some(t) => self.k.widen(&self.dev, m * s.vocab, t.ptr, logits),
+                    None => Ok(()),
+                }
+            }
+        }
+    }
+
+    /// `y[m, n] = x[m, k] · Wᵀ` for a quantized weight: the quantized GEMV for up to
+    /// [`MAX_ROWS`] rows; more rows dequantize W into the scratch and run `gemm` on it.
+    #[allow(clippy::too_many_arguments)]
+    fn qlinear(&self, m: usize, n: usize, k: usize, x: u64, segs: &[QSegP], y: u64, gemm: impl Fn(u64) -> Result<()>) -> Result<()> {
+        match &self.qscratch {
+            Some((buf, cap)) if m > MAX_ROWS && n * k <= *cap => {
+                // SAFETY: the scratch holds `cap >= n * k` values of the storage dtype.
+                unsafe { q::dequantize_into(&self.dev, self.dtype, k, segs, buf.ptr)? };
+                gemm(buf.ptr)
+            }
+            // SAFETY: x and y are the engine's activation buffers of m rows of k and n values.
+            _ => unsafe { q::qgemv(&self.dev, self.dtype, self.cfg.pdl, m, k, segs, x, y, n) },
+        }
     }
 
     /// Whether a decode step of `m` rows runs as [`fused_step`](Self::fused_step): asked for, and
@@ -498,7 +593,11 @@ impl FusedDecoder {
         let b = &self.b;
         let qd = s.heads * s.head_dim;
         let fin = (ptr(&self.w.final_norm.w)?, opt_ptr(&self.w.final_norm.b)?);
-        let mut ok = k.gemv_fusable(m, s.hidden, b.x.ptr, ptr(&self.w.lm_head)?, fin);
+        if self.lm_head.1.is_some() || self.lp.iter().any(|l| l.quant.iter().any(Option::is_some)) {
+            // quantized weights run the quantized GEMV, which has no folded norm or epilogue
+            return Ok(false);
+        }
+        let mut ok = k.gemv_fusable(m, s.hidden, b.x.ptr, self.lm_head.0, fin);
         for l in &self.lp {
             ok &= k.gemv_fusable(m, s.hidden, b.x.ptr, l.qkv_w, l.n1)
                 && k.gemv_fusable(m, qd, b.attn.ptr, l.o_w, (0, 0))
@@ -576,7 +675,7 @@ impl FusedDecoder {
         }
         let fin = (ptr(&self.w.final_norm.w)?, opt_ptr(&self.w.final_norm.b)?);
         let amax = if self.cfg.fused_argmax { b.amax.ptr } else { 0 };
-        k.gemv_fused(d, m, s.vocab, s.hidden, b.x.ptr, ptr(&self.w.lm_head)?, norm(fin), GemvEpi::Store { y: b.logits.ptr, out: DType::F32, amax }, &next())?;
+        k.gemv_fused(d, m, s.vocab, s.hidden, b.x.ptr, self.lm_head.0, norm(fin), GemvEpi::Store { y: b.logits.ptr, out: DType::F32, amax }, &next())?;
         self.select(m, 0, amax != 0)
     }
 
@@ -600,7 +699,7 @@ impl FusedDecoder {
             reads.push(if s.gated { Some(Read { parts: vec![l.up_w, l.up_w + inter * h * es], part_bytes: inter * h * es }) } else { one(l.up_w, inter, h) });
             reads.push(one(l.down_w, h, inter));
         }
-        reads.push(one(ptr(&self.w.lm_head)?, s.vocab as u64, h));
+        reads.push(one(self.lm_head.0, s.vocab as u64, h));
         Ok(prefetch::plan(&reads, self.l2_window))
     }
 
@@ -623,9 +722,13 @@ impl FusedDecoder {
         let n_layers = self.lp.len();
         // prefill products through cuBLASLt (None: the decode step's path)
         let lt = self.lt.as_ref().filter(|_| prefill.is_some());
-        let linear = |n: usize, kk: usize, x: u64, w: u64, y: u64| match lt {
+        let dense = |n: usize, kk: usize, x: u64, w: u64, y: u64| match lt {
             Some(lt) => lt.linear(d, dt, dt, m, n, kk, x, w, y, LtEpi::Bias(0)),
             None => k.linear(d, m, n, kk, x, w, y, dt, gemv),
+        };
+        let linear = |n: usize, kk: usize, x: u64, w: WRef<'_>, y: u64| match w {
+            WRef::Dense(w) => dense(n, kk, x, w, y),
+            WRef::Quant(segs) => self.qlinear(m, n, kk, x, segs, y, |wd| dense(n, kk, x, wd, y)),
         };
         // the up projection's bias and activation in its epilogue (non-gated MLPs)
         let up_epi = |bias: u64| match (s.gated, s.act) {
@@ -635,7 +738,7 @@ impl FusedDecoder {
             _ => None,
         };
         for (li, l) in self.lp.iter().enumerate() {
-            linear(qd + 2 * kvd, s.hidden, b.h.ptr, l.qkv_w, b.qkv.ptr)?;
+            linear(qd + 2 * kvd, s.hidden, b.h.ptr, l.w(0, l.qkv_w), b.qkv.ptr)?;
             let seqs = prefill.map_or((0, 0), |p| (p.row0, p.per_seq));
             k.rope_kv(d, m, b.qkv.ptr, l.qkv_b, pos, seqs, b.q.ptr, b.k_cache[li].ptr, b.v_cache[li].ptr, cos, sin, (s.heads, s.kv_heads, s.head_dim), (cache_sb, cache_sh))?;
             match prefill {
@@ -666,11 +769,11 @@ impl FusedDecoder {
                     attention::flash_decode(d, &p, qo(b.q.ptr), cache(&b.k_cache[li]), cache(&b.v_cache[li]), qo(b.attn.ptr), kvlen, b.ws.ptr)?;
                 }
             }
-            linear(s.hidden, qd, b.attn.ptr, l.o_w, b.o.ptr)?;
+            linear(s.hidden, qd, b.attn.ptr, l.w(1, l.o_w), b.o.ptr)?;
             k.add_norm(d, m, b.x.ptr, b.o.ptr, l.o_b, l.n2.0, l.n2.1, b.h.ptr, s.hidden, s.eps, rms)?;
             let up = if s.gated { 2 * s.inter } else { s.inter };
             // an epilogue cuBLASLt has no algorithm for runs as the plain product and the kernel
-            let in_epilogue = match (lt, up_epi(l.up_b)) {
+            let in_epilogue = match (lt.filter(|_| l.quant[2].is_none()), up_epi(l.up_b)) {
                 (Some(lt), Some(e)) => match lt.linear(d, dt, dt, m, up, s.hidden, b.h.ptr, l.up_w, b.act.ptr, e) {
                     Ok(()) => true,
                     Err(err) if err.is_unsupported() => false,
@@ -679,10 +782,10 @@ impl FusedDecoder {
                 _ => false,
             };
             if !in_epilogue {
-                linear(up, s.hidden, b.h.ptr, l.up_w, b.mlp.ptr)?;
+                linear(up, s.hidden, b.h.ptr, l.w(2, l.up_w), b.mlp.ptr)?;
                 k.act(d, m, s.inter, b.mlp.ptr, l.up_b, b.act.ptr, s.act, s.gated)?;
             }
-            linear(s.hidden, s.inter, b.act.ptr, l.down_w, b.o.ptr)?;
+            linear(s.hidden, s.inter, b.act.ptr, l.w(3, l.down_w), b.o.ptr)?;
             let next = if li + 1 < n_layers { self.lp[li + 1].n1 } else { (ptr(&self.w.final_norm.w)?, opt_ptr(&self.w.final_norm.b)?) };
             k.add_norm(d, m, b.x.ptr, b.o.ptr, l.down_b, next.0, next.1, b.h.ptr, s.hidden, s.eps, rms)?;
         }

@@ -209,6 +209,12 @@ extern "C" __global__ void MP_K(fused_act)(const T* in, const T* __restrict__ bi
     }
 }
 
+// y[j] = x[j] as f32 for j < n: a quantized LM head's outputs (storage dtype) into the f32 logits.
+extern "C" __global__ void MP_K(fused_widen)(const T* __restrict__ x, float* __restrict__ y, i64 n) {
+    mp_pdl();
+    for (i64 j = blockIdx.x * (i64)blockDim.x + threadIdx.x; j < n; j += (i64)gridDim.x * blockDim.x) y[j] = to_f32(x[j]);
+}
+
 // y[m, n] = sum_k x[m, k] w[n, k] for the MB rows of a decode batch: one warp per output row n,
 // 16-byte loads of the weight row (the whole cost: the weights are read once per step), x from
 // L1/L2. Needs k % (16 / sizeof(T)) == 0 and 16-byte aligned rows (the host checks).

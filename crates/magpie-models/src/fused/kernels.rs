@@ -157,6 +157,7 @@ pub struct Kernels {
     add_norm: Func,
     rope_kv: Func,
     act: Func,
+    widen: Func,
     select: Func,
     /// GEMV for 1..=4 rows, output in the storage dtype.
     gemv: [Func; 4],
@@ -308,7 +309,7 @@ impl Kernels {
         let (same, f32o) = (src(t, &s1), src("float", &s2));
         // every kernel of a module from one NVRTC compilation (the GEMV variants make the source
         // heavy: compiling it once per kernel took minutes)
-        let mut plain: Vec<String> = ["embed", "add_norm", "rope_kv", "act", "select_token", "gemv1", "gemv2", "gemv3", "gemv4"].iter().map(|k| k.to_string()).collect();
+        let mut plain: Vec<String> = ["embed", "add_norm", "rope_kv", "act", "widen", "select_token", "gemv1", "gemv2", "gemv3", "gemv4"].iter().map(|k| k.to_string()).collect();
         let mut wide: Vec<String> = ["gemv1", "gemv2", "gemv3", "gemv4"].iter().map(|k| k.to_string()).collect();
         for mb in 1..=4 {
             for v in ["r1n0", "r1n1", "r1n2", "r2n1", "r2n2"] {
@@ -337,6 +338,7 @@ impl Kernels {
             add_norm: f("add_norm")?,
             rope_kv: f("rope_kv")?,
             act: f("act")?,
+            widen: f("widen")?,
             select: f("select_token")?,
             gemv: [f("gemv1")?, f("gemv2")?, f("gemv3")?, f("gemv4")?],
             gemv_f32: [g("gemv1")?, g("gemv2")?, g("gemv3")?, g("gemv4")?],
@@ -419,6 +421,14 @@ impl Kernels {
         let mut a = Args::new();
         a.push(input).push(bias).push(out).push(rows as i64).push(inter as i32).push(kind as i32).push(gated as i32);
         self.go(dev, "fused.act", self.act, (blocks, 1, 1), (256, 1, 1), 0, &mut a)
+    }
+
+    /// `y[j] = x[j]` as f32 for `j < n` (`x` in the storage dtype).
+    pub fn widen(&self, dev: &CudaDevice, n: usize, x: u64, y: u64) -> Result<()> {
+        let blocks = n.div_ceil(256).clamp(1, dev.sm_count as usize * 8) as u32;
+        let mut a = Args::new();
+        a.push(x).push(y).push(n as i64);
+        self.go(dev, "fused.widen", self.widen, (blocks, 1, 1), (256, 1, 1), 0, &mut a)
     }
 
     /// Picks each row's next token from f32 `logits [rows, vocab]`.

@@ -6,7 +6,8 @@
 //! embedding and KV-cache write into the GEMVs themselves (six kernels per block).
 //! BERT runs as a [`FusedEncoder`] (GEMMs, flash attention, fused bias/GELU/residual/LayerNorm, one
 //! CUDA graph per input shape). Both read the weights the module path loaded and are tested against
-//! it (`tests/fused.rs`).
+//! it (`tests/fused.rs`). A GGUF model's quantized layers (Q8_0, Q4_0, Q4_K, Q6_K) stay in their
+//! blocks on the device and run the core's quantized GEMV in decode steps (`tests/fused_quant.rs`).
 //!
 //! ```no_run
 //! use magpie_models::auto::AutoModel;
@@ -30,6 +31,7 @@ mod generate;
 mod kernels;
 mod lt;
 mod prefetch;
+mod quant;
 mod short_attn;
 mod weights;
 
@@ -39,7 +41,8 @@ pub use generate::sample_args;
 pub use kernels::{split_by_rounds, ActKind, SampleArgs};
 pub use lt::{LtEpi, LtGemm};
 pub use short_attn::ShortAttention;
-pub use weights::{DecoderWeights, NormKind, Spec};
+pub use quant::{QuantProj, QuantSeg};
+pub use weights::{DecoderWeights, NormKind, Proj, Spec};
 
 use crate::auto::AutoModel;
 use magpie_core::Result;
@@ -47,14 +50,16 @@ use magpie_core::Result;
 impl FusedDecoder {
     /// The engine for a loaded decoder on CUDA (see [`DecoderWeights::from_model`] for what it
     /// covers); the model's weights are shared, not copied, except the fused q/k/v and gate/up
-    /// matrices (and GPT-2's transposed projections).
+    /// matrices (and GPT-2's transposed projections) and quantized layers, whose blocks the engine
+    /// uploads once more from the host copy (drop the model to free its device copy).
     pub fn from_model(model: &AutoModel, cfg: EngineConfig) -> Result<FusedDecoder> {
         FusedDecoder::new(DecoderWeights::from_model(model)?, cfg)
     }
 }
 
 /// Why `model` cannot run on the fused path (None when it can): an encoder, a CPU model, a dtype
-/// other than float32/bfloat16/float16.
+/// other than float32/bfloat16/float16, quantized layers of widths the quantized GEMV does not
+/// take. Quantized (GGUF) Llama layers otherwise run on it.
 pub fn unsupported_reason(model: &AutoModel) -> Option<String> {
     use crate::auto::ModelKind;
     let w = match &model.kind {
@@ -65,18 +70,20 @@ pub fn unsupported_reason(model: &AutoModel) -> Option<String> {
     if !w.device().is_cuda() {
         return Some("the fused path runs on CUDA".into());
     }
+    if !matches!(w.dtype(), magpie_core::DType::F32 | magpie_core::DType::BF16 | magpie_core::DType::F16) {
+        return Some(format!("the fused path runs float32, bfloat16 or float16, not {}", w.dtype()));
+    }
     if let ModelKind::Llama(m) = &model.kind {
+        let c = &m.config;
         let quant = m.lm_head.as_ref().is_some_and(|l| l.is_quantized())
             || m.model.layers.iter().any(|l| {
                 let (a, f) = (&l.self_attn, &l.mlp);
                 [&a.q_proj, &a.k_proj, &a.v_proj, &a.o_proj, &f.gate_proj, &f.up_proj, &f.down_proj].iter().any(|p| p.is_quantized())
             });
-        if quant {
-            return Some("the fused path needs dense weights and this model keeps quantized (GGUF) layers".into());
+        // the quantized GEMV reads its input rows with 16-byte loads (FusedDecoder::new checks the same)
+        if quant && [c.hidden_size, c.num_attention_heads * c.head_dim, c.intermediate_size].iter().any(|d| !d.is_multiple_of(8)) {
+            return Some("the fused path's quantized GEMV needs layer widths that are multiples of 8".into());
         }
-    }
-    if !matches!(w.dtype(), magpie_core::DType::F32 | magpie_core::DType::BF16 | magpie_core::DType::F16) {
-        return Some(format!("the fused path runs float32, bfloat16 or float16, not {}", w.dtype()));
     }
     None
 }

@@ -1,19 +1,17 @@
 //! The weights of a decoder as the fused engine reads them, taken from a loaded module-path model:
 //! every projection as a `Linear` weight `[out, in]` (GPT-2's `Conv1D` weights transposed once),
 //! q/k/v fused into one `[q + 2 kv, hidden]` matrix and gate/up into one `[2 inter, hidden]`, so a
-//! decode step reads each weight once with one kernel per projection.
+//! decode step reads each weight once with one kernel per projection. Quantized (GGUF) layers stay
+//! in their blocks ([`QuantProj`], their rows stacked the same way).
 
 use super::kernels::ActKind;
+use super::quant::QuantProj;
 use crate::auto::{AutoModel, ModelKind};
 use crate::blocks::activation::Activation;
 use crate::blocks::rope::Rope;
 use magpie_core::ops::shape_ops::cat;
 use magpie_core::{Error, Result, Tensor};
-use magpie_nn::{LayerNorm, RMSNorm};
-
-/// The op named when a quantized layer reaches the weight fusion (the fused engine runs on
-/// dense weights; a GGUF model for it loads with its weights dequantized).
-const FUSE: &str = "fused engine";
+use magpie_nn::{AnyLinear, LayerNorm, RMSNorm};
 
 /// Which norm the blocks use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,18 +50,31 @@ pub struct NormW {
     pub b: Option<Tensor>,
 }
 
+/// A projection's weight `[out, in]`: dense in the engine's dtype, or kept quantized.
+pub enum Proj {
+    Dense(Tensor),
+    Quant(QuantProj),
+}
+
+impl Proj {
+    /// Whether the weight is quantized.
+    pub fn is_quantized(&self) -> bool {
+        matches!(self, Proj::Quant(_))
+    }
+}
+
 /// One block's weights.
 pub struct LayerW {
     pub norm1: NormW,
-    pub qkv_w: Tensor,
+    pub qkv_w: Proj,
     pub qkv_b: Option<Tensor>,
-    pub o_w: Tensor,
+    pub o_w: Proj,
     pub o_b: Option<Tensor>,
     pub norm2: NormW,
     /// `[2 inter, hidden]` when gated, else `[inter, hidden]`.
-    pub up_w: Tensor,
+    pub up_w: Proj,
     pub up_b: Option<Tensor>,
-    pub down_w: Tensor,
+    pub down_w: Proj,
     pub down_b: Option<Tensor>,
 }
 
@@ -75,7 +86,7 @@ pub struct DecoderWeights {
     pub layers: Vec<LayerW>,
     pub final_norm: NormW,
     /// `[vocab, hidden]` (the embedding when tied).
-    pub lm_head: Tensor,
+    pub lm_head: Proj,
 }
 
 pub(crate) fn act_kind(a: Activation) -> ActKind {
@@ -102,6 +113,22 @@ fn layer(n: &LayerNorm, like: &Tensor, dim: usize) -> Result<NormW> {
 /// `[in, out]` Conv1D weight as a contiguous `[out, in]` one.
 fn transposed(w: &Tensor) -> Result<Tensor> {
     w.t()?.contiguous()
+}
+
+/// Projections stacked by rows into one weight: quantized blocks when every part is quantized
+/// (on `like`'s device), else one dense matrix of `like`'s dtype (quantized parts dequantized:
+/// a GGUF file may mix kept and dequantized types within q/k/v or gate/up).
+fn stack(parts: &[&AnyLinear], like: &Tensor) -> Result<Proj> {
+    let quant: Vec<&magpie_core::quant::QuantMatrix> = parts.iter().filter_map(|p| if let AnyLinear::Quant(q) = p { Some(&q.weight) } else { None }).collect();
+    if quant.len() == parts.len() {
+        return Ok(Proj::Quant(QuantProj::from_parts(&quant, like.device())?));
+    }
+    let dense = parts.iter().map(|p| match p {
+        AnyLinear::Dense(l) => Ok(l.weight.clone()),
+        AnyLinear::Quant(q) => q.weight.dequantize()?.to_dtype(like.dtype())?.to_device(like.device()),
+    });
+    let ts = dense.collect::<Result<Vec<Tensor>>>()?;
+    Ok(Proj::Dense(if ts.len() == 1 { ts[0].clone() } else { cat(&ts, 0)? }))
 }
 
 /// The biases of fused projections: all present (concatenated), all absent, or an error.
@@ -136,18 +163,18 @@ impl DecoderWeights {
                     let g = &l.mlp;
                     layers.push(LayerW {
                         norm1: rms(&l.input_layernorm, &wte, c.hidden_size)?,
-                        qkv_w: cat(&[a.q_proj.dense(FUSE)?.weight.clone(), a.k_proj.dense(FUSE)?.weight.clone(), a.v_proj.dense(FUSE)?.weight.clone()], 0)?,
-                        qkv_b: cat_bias(&[&a.q_proj.dense(FUSE)?.bias, &a.k_proj.dense(FUSE)?.bias, &a.v_proj.dense(FUSE)?.bias])?,
-                        o_w: a.o_proj.dense(FUSE)?.weight.clone(),
-                        o_b: a.o_proj.dense(FUSE)?.bias.clone(),
+                        qkv_w: stack(&[&a.q_proj, &a.k_proj, &a.v_proj], &wte)?,
+                        qkv_b: cat_bias(&[&a.q_proj.bias().cloned(), &a.k_proj.bias().cloned(), &a.v_proj.bias().cloned()])?,
+                        o_w: stack(&[&a.o_proj], &wte)?,
+                        o_b: a.o_proj.bias().cloned(),
                         norm2: rms(&l.post_attention_layernorm, &wte, c.hidden_size)?,
-                        up_w: cat(&[g.gate_proj.dense(FUSE)?.weight.clone(), g.up_proj.dense(FUSE)?.weight.clone()], 0)?,
-                        up_b: cat_bias(&[&g.gate_proj.dense(FUSE)?.bias, &g.up_proj.dense(FUSE)?.bias])?,
-                        down_w: g.down_proj.dense(FUSE)?.weight.clone(),
-                        down_b: g.down_proj.dense(FUSE)?.bias.clone(),
+                        up_w: stack(&[&g.gate_proj, &g.up_proj], &wte)?,
+                        up_b: cat_bias(&[&g.gate_proj.bias().cloned(), &g.up_proj.bias().cloned()])?,
+                        down_w: stack(&[&g.down_proj], &wte)?,
+                        down_b: g.down_proj.bias().cloned(),
                     });
                 }
-                let lm_head = match &m.lm_head { Some(l) => l.dense(FUSE)?.weight.clone(), None => wte.clone() };
+                let lm_head = match &m.lm_head { Some(l) => stack(&[l], &wte)?, None => Proj::Dense(wte.clone()) };
                 let spec = Spec {
                     class: if model.architecture == crate::config::Architecture::Qwen2ForCausalLM { "Qwen2ForCausalLM" } else { "LlamaForCausalLM" },
                     hidden: c.hidden_size,
@@ -178,18 +205,18 @@ impl DecoderWeights {
                 for b in tr.h.iter() {
                     layers.push(LayerW {
                         norm1: layer(&b.ln_1, &wte, d)?,
-                        qkv_w: transposed(&b.attn.c_attn.weight)?,
+                        qkv_w: Proj::Dense(transposed(&b.attn.c_attn.weight)?),
                         qkv_b: Some(b.attn.c_attn.bias.clone()),
-                        o_w: transposed(&b.attn.c_proj.weight)?,
+                        o_w: Proj::Dense(transposed(&b.attn.c_proj.weight)?),
                         o_b: Some(b.attn.c_proj.bias.clone()),
                         norm2: layer(&b.ln_2, &wte, d)?,
-                        up_w: transposed(&b.mlp.c_fc.weight)?,
+                        up_w: Proj::Dense(transposed(&b.mlp.c_fc.weight)?),
                         up_b: Some(b.mlp.c_fc.bias.clone()),
-                        down_w: transposed(&b.mlp.c_proj.weight)?,
+                        down_w: Proj::Dense(transposed(&b.mlp.c_proj.weight)?),
                         down_b: Some(b.mlp.c_proj.bias.clone()),
                     });
                 }
-                let lm_head = m.lm_head.as_ref().map_or(wte.clone(), |l| l.weight.clone());
+                let lm_head = Proj::Dense(m.lm_head.as_ref().map_or(wte.clone(), |l| l.weight.clone()));
                 let hd = d / c.n_head;
                 let spec = Spec {
                     class: "GPT2LMHeadModel",
