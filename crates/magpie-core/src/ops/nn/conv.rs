@@ -365,8 +365,8 @@ pub fn conv(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, nd: usize, stride: &[
         }
     }
     let op = ["conv1d", "conv2d", "conv3d"][nd - 1];
-    // half CPU tensors: products and bias in float32, rounded once (PyTorch's acc_type)
-    if let Some(h) = crate::ops::acc::half_cpu_opt(x, &[Some(w), bias]) {
+    // half tensors: products and bias in float32, rounded once (PyTorch's acc_type)
+    if let Some(h) = crate::ops::acc::half_acc_opt(x, &[Some(w), bias]) {
         use crate::ops::acc::{down, up, up_opt};
         return down(conv(&up(x)?, &up(w)?, up_opt(bias)?.as_ref(), nd, stride, padding, dilation, groups)?, h);
     }
@@ -460,7 +460,7 @@ pub fn conv_transpose(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, nd: usize, 
         }
     }
     let op = ["conv_transpose1d", "conv_transpose2d", "conv_transpose3d"][nd - 1];
-    if let Some(h) = crate::ops::acc::half_cpu_opt(x, &[Some(w), bias]) {
+    if let Some(h) = crate::ops::acc::half_acc_opt(x, &[Some(w), bias]) {
         use crate::ops::acc::{down, up, up_opt};
         return down(conv_transpose(&up(x)?, &up(w)?, up_opt(bias)?.as_ref(), nd, stride, padding, output_padding, groups, dilation)?, h);
     }
@@ -557,9 +557,18 @@ pub fn linear(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
     if x.dtype() != w.dtype() {
         return Err(Error::dtype(op, format!("expected m1 and m2 to have the same dtype, but got: {} != {}", x.dtype(), w.dtype())));
     }
-    // half CPU tensors with a bias: product and bias in float32, rounded once (PyTorch's addmm)
-    if let (Some(h), Some(b)) = (crate::ops::acc::half_cpu_opt(x, &[Some(w), bias]), bias) {
+    // half tensors with a bias: product and bias in float32, rounded once (PyTorch's addmm); on
+    // CUDA the 16-bit product stored in float32 by cuBLAS, elsewhere float32 copies
+    if let (Some(h), Some(b)) = (crate::ops::acc::half_acc_opt(x, &[Some(w), bias]), bias) {
         use crate::ops::acc::{down, up};
+        let rows: usize = x.shape()[..x.ndim() - 1].iter().product();
+        if w.ndim() == 2 {
+            if let Some(p) = crate::ops::matmul::mm_acc(&x.reshape(&[rows as i64, inf as i64])?, &w.t()?)? {
+                let mut shape: Vec<i64> = x.shape()[..x.ndim() - 1].iter().map(|&v| v as i64).collect();
+                shape.push(w.shape()[0] as i64);
+                return down(p.reshape(&shape)?.add(&up(b)?)?, h);
+            }
+        }
         return down(linear(&up(x)?, &up(w)?, Some(&up(b)?))?, h);
     }
     if let Some(y) = super::linear::linear_gemm(x, w, bias)? {
@@ -588,7 +597,7 @@ pub fn bilinear(x1: &Tensor, x2: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> 
         return bilinear(c.req(0)?, c.req(1)?, c.req(2)?, c.opt(3));
     }
     let op = "bilinear";
-    if let Some(h) = crate::ops::acc::half_cpu_opt(x1, &[Some(x2), Some(w), bias]) {
+    if let Some(h) = crate::ops::acc::half_acc_opt(x1, &[Some(x2), Some(w), bias]) {
         use crate::ops::acc::{down, up, up_opt};
         return down(bilinear(&up(x1)?, &up(x2)?, &up(w)?, up_opt(bias)?.as_ref())?, h);
     }
