@@ -557,18 +557,11 @@ pub fn linear(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
     if x.dtype() != w.dtype() {
         return Err(Error::dtype(op, format!("expected m1 and m2 to have the same dtype, but got: {} != {}", x.dtype(), w.dtype())));
     }
-    // half tensors with a bias: product and bias in float32, rounded once (PyTorch's addmm); on
-    // CUDA the 16-bit product stored in float32 by cuBLAS, elsewhere float32 copies
-    if let (Some(h), Some(b)) = (crate::ops::acc::half_acc_opt(x, &[Some(w), bias]), bias) {
+    // half CPU tensors with a bias: product and bias in float32, rounded once (PyTorch's addmm).
+    // CUDA ones keep the 16-bit product and add the bias to it (two roundings), as the autocast
+    // path (`linear_amp`), which is tested bit for bit against this one, does
+    if let (Some(h), Some(b), false) = (crate::ops::acc::half_acc_opt(x, &[Some(w), bias]), bias, x.device().is_cuda()) {
         use crate::ops::acc::{down, up};
-        let rows: usize = x.shape()[..x.ndim() - 1].iter().product();
-        if w.ndim() == 2 {
-            if let Some(p) = crate::ops::matmul::mm_acc(&x.reshape(&[rows as i64, inf as i64])?, &w.t()?)? {
-                let mut shape: Vec<i64> = x.shape()[..x.ndim() - 1].iter().map(|&v| v as i64).collect();
-                shape.push(w.shape()[0] as i64);
-                return down(p.reshape(&shape)?.add(&up(b)?)?, h);
-            }
-        }
         return down(linear(&up(x)?, &up(w)?, Some(&up(b)?))?, h);
     }
     if let Some(y) = super::linear::linear_gemm(x, w, bias)? {
