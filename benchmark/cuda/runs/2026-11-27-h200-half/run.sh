@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Branch h8/half (half inputs in float32 on CUDA) beside main at 23cc581, one call on one GPU
+# 976eaac (half inputs in float32 on CUDA) beside main at 23cc581, one call on an NVIDIA H200
 # (2026-11-27). Staged in .gpu-half/: this branch's release magpie-conformance (bin/), main's
 # (main/), and the CUDA test binary half_precision (magpie-core), stripped and xz-compressed, with
 # a run.sh as ../shared/tools/gpu-stage writes it and a decompressing helper (unxz.sh).
