@@ -55,10 +55,6 @@ fn same_within(what: &str, got: &Tensor, want: &Tensor, ulps: f64) {
     }
 }
 
-fn same(what: &str, got: &Tensor, want: &Tensor) {
-    same_within(what, got, want, 0.0);
-}
-
 /// Runs `f` on half copies of `inputs` and on float32 copies of those half values, on each of
 /// [`devices`]; the half result and the half inputs' gradients (for a random output gradient)
 /// must equal the float32 ones rounded to the half dtype (on CUDA within one ulp).

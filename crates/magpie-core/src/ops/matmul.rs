@@ -86,7 +86,7 @@ pub(crate) fn mm_acc(a: &Tensor, b: &Tensor) -> Result<Option<Tensor>> {
         if fits && nd >= 2 && b.ndim() == nd && a.shape()[..nd - 2] == b.shape()[..nd - 2] && a.shape()[nd - 1] == b.shape()[nd - 2] {
             let Some(out) = crate::backend::cuda::blas::batched_matmul_to(a, b, DType::F32)? else { return Ok(None) };
             let (sa, sb) = (Saved::new("mm", a), Saved::new("mm", b));
-            autograd::record(if nd == 2 { "Mm" } else { "Bmm" }, &[a, b], &[out.clone()], move |ctx, g| {
+            autograd::record(if nd == 2 { "Mm" } else { "Bmm" }, &[a, b], std::slice::from_ref(&out), move |ctx, g| {
                 let g = g[0].to_dtype(h)?;
                 let ga = if ctx.needs_input_grad(0) { Some(mm_prim(&g, &sb.get()?.mt()?)?) } else { None };
                 let gb = if ctx.needs_input_grad(1) { Some(mm_prim(&sa.get()?.mt()?, &g)?) } else { None };
