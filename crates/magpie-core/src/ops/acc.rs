@@ -1,13 +1,17 @@
-//! PyTorch's `acc_type` on the CPU: ops that PyTorch computes for bfloat16 / float16 inputs in
-//! float32, rounding once at the end, run here on float32 copies of their inputs too.
+//! PyTorch's `acc_type`: ops that PyTorch computes for bfloat16 / float16 inputs in float32,
+//! rounding once at the end, run here on float32 copies of their inputs too.
 //!
 //! The composites of this crate (norm layers, pooling, `add*` products, backward rules) are
 //! chains of ops; in a half dtype each op of the chain would round, and the error grows with
 //! the chain. Running the chain on float32 copies and casting the results back rounds once, as
-//! PyTorch's kernels do. The casts are differentiable, so gradients flow through unchanged and
-//! the input gradients round once too. This is for CPU tensors only: CUDA tensors keep their own
-//! paths, whose fused kernels compute in float32 inside but whose composites still round after
-//! every step (74 bfloat16/float16 conformance cases pass on the CPU only; README "CUDA").
+//! PyTorch's kernels do (on the CPU and on CUDA alike). The casts are differentiable, so
+//! gradients flow through unchanged and the input gradients round once too.
+//!
+//! [`half_acc`] picks tensors of both devices: on CUDA the casts and the float32 chain are native
+//! kernels. Callers with a fused CUDA kernel that loads half values and computes in float32
+//! (layer / RMS norm, softmax backward, flash attention) try that kernel first. [`half_cpu`] is
+//! for the backward rules of elementwise ops and statistics, which stay in the half dtype on
+//! CUDA (their kernels run inside the training step, where extra casts would cost time).
 
 use crate::dtype::DType;
 use crate::tensor::Tensor;
@@ -20,11 +24,20 @@ pub(crate) fn half_cpu(ts: &[&Tensor]) -> Option<DType> {
     (matches!(d, DType::BF16 | DType::F16) && ts.iter().all(|t| t.dtype() == d && !t.device().is_cuda())).then_some(d)
 }
 
-/// [`half_cpu`] over optional tensors (absent ones are ignored; `x` must be present).
-pub(crate) fn half_cpu_opt(x: &Tensor, ts: &[Option<&Tensor>]) -> Option<DType> {
+/// The half dtype (`bfloat16` / `float16`) of `ts` when every tensor has that one half dtype and
+/// all sit on one device (CPU or CUDA); None otherwise (mixed dtypes or devices keep their own
+/// rules: promotion or an error).
+pub(crate) fn half_acc(ts: &[&Tensor]) -> Option<DType> {
+    let first = ts.first()?;
+    let (d, dev) = (first.dtype(), first.device());
+    (matches!(d, DType::BF16 | DType::F16) && ts.iter().all(|t| t.dtype() == d && t.device() == dev)).then_some(d)
+}
+
+/// [`half_acc`] over optional tensors (absent ones are ignored; `x` must be present).
+pub(crate) fn half_acc_opt(x: &Tensor, ts: &[Option<&Tensor>]) -> Option<DType> {
     let mut all = vec![x];
     all.extend(ts.iter().flatten().copied());
-    half_cpu(&all)
+    half_acc(&all)
 }
 
 /// `t` as float32 when it has a half dtype, else `t` itself.

@@ -71,6 +71,34 @@ fn cuda_matmul(a: &Tensor, b: &Tensor) -> Result<Option<Tensor>> {
     Ok(None)
 }
 
+/// `a @ b` of CUDA bfloat16 / float16 operands (`[batch..., m, k]` and `[batch..., k, n]`, equal
+/// batch shape) as a float32 product: cuBLAS accumulates in float32 and stores the accumulator
+/// unrounded, so a bias or `beta * input` added to it in float32 rounds once, as the epilogue of
+/// PyTorch's CUDA `addmm` does. None for other operands (the caller takes its own path).
+/// Recorded by autograd: the input gradients are 16-bit products of the gradient rounded to the
+/// operands' dtype.
+pub(crate) fn mm_acc(a: &Tensor, b: &Tensor) -> Result<Option<Tensor>> {
+    #[cfg(feature = "cuda")]
+    {
+        let h = a.dtype();
+        let nd = a.ndim();
+        let fits = a.device().is_cuda() && b.device() == a.device() && matches!(h, DType::BF16 | DType::F16) && b.dtype() == h;
+        if fits && nd >= 2 && b.ndim() == nd && a.shape()[..nd - 2] == b.shape()[..nd - 2] && a.shape()[nd - 1] == b.shape()[nd - 2] {
+            let Some(out) = crate::backend::cuda::blas::batched_matmul_to(a, b, DType::F32)? else { return Ok(None) };
+            let (sa, sb) = (Saved::new("mm", a), Saved::new("mm", b));
+            autograd::record(if nd == 2 { "Mm" } else { "Bmm" }, &[a, b], std::slice::from_ref(&out), move |ctx, g| {
+                let g = g[0].to_dtype(h)?;
+                let ga = if ctx.needs_input_grad(0) { Some(mm_prim(&g, &sb.get()?.mt()?)?) } else { None };
+                let gb = if ctx.needs_input_grad(1) { Some(mm_prim(&sa.get()?.mt()?, &g)?) } else { None };
+                Ok(vec![ga, gb])
+            });
+            return Ok(Some(out));
+        }
+    }
+    let _ = (a, b);
+    Ok(None)
+}
+
 fn same_dtype(op: &str, a: &Tensor, b: &Tensor) -> Result<()> {
     if a.dtype() != b.dtype() {
         return Err(Error::dtype(
@@ -289,8 +317,14 @@ impl Tensor {
         if let Some(c) = crate::amp::tensors("addmm", &[self, mat1, mat2])? {
             return c.args[0].addmm(&c.args[1], &c.args[2], beta, alpha);
         }
-        if let Some(h) = acc::half_cpu(&[self, mat1, mat2]) {
-            // half CPU tensors: product and sum in float32, rounded once (PyTorch's acc_type)
+        if let Some(h) = acc::half_acc(&[self, mat1, mat2]) {
+            // half tensors: product and sum in float32, rounded once (PyTorch's acc_type); on
+            // CUDA the 16-bit product stored in float32, elsewhere float32 copies
+            if mat1.ndim() == 2 {
+                if let Some(p) = mm_acc(mat1, mat2)? {
+                    return acc::down(add_scaled("addmm", &acc::up(self)?, &p, beta, alpha)?, h);
+                }
+            }
             return acc::down(acc::up(self)?.addmm(&acc::up(mat1)?, &acc::up(mat2)?, beta, alpha)?, h);
         }
         let p = mat1.mm(mat2)?;
@@ -302,8 +336,8 @@ impl Tensor {
         if let Some(c) = crate::amp::tensors("addmv", &[self, mat, vec])? {
             return c.args[0].addmv(&c.args[1], &c.args[2], beta, alpha);
         }
-        if let Some(h) = acc::half_cpu(&[self, mat, vec]) {
-            // half CPU tensors: product and sum in float32, rounded once (PyTorch's acc_type)
+        if let Some(h) = acc::half_acc(&[self, mat, vec]) {
+            // half tensors: product and sum in float32, rounded once (PyTorch's acc_type)
             return acc::down(acc::up(self)?.addmv(&acc::up(mat)?, &acc::up(vec)?, beta, alpha)?, h);
         }
         let p = mat.mv(vec)?;
@@ -315,8 +349,13 @@ impl Tensor {
         if let Some(c) = crate::amp::tensors("baddbmm", &[self, b1, b2])? {
             return c.args[0].baddbmm(&c.args[1], &c.args[2], beta, alpha);
         }
-        if let Some(h) = acc::half_cpu(&[self, b1, b2]) {
-            // half CPU tensors: product and sum in float32, rounded once (PyTorch's acc_type)
+        if let Some(h) = acc::half_acc(&[self, b1, b2]) {
+            // half tensors: product and sum in float32, rounded once (PyTorch's acc_type)
+            if b1.ndim() == 3 {
+                if let Some(p) = mm_acc(b1, b2)? {
+                    return acc::down(add_scaled("baddbmm", &acc::up(self)?, &p, beta, alpha)?, h);
+                }
+            }
             return acc::down(acc::up(self)?.baddbmm(&acc::up(b1)?, &acc::up(b2)?, beta, alpha)?, h);
         }
         let p = b1.bmm(b2)?;
@@ -329,7 +368,8 @@ impl Tensor {
             return c.args[0].addbmm(&c.args[1], &c.args[2], beta, alpha);
         }
         if let Some(h) = acc::half_cpu(&[self, b1, b2]) {
-            // half CPU tensors: product and sum in float32, rounded once (PyTorch's acc_type)
+            // half CPU tensors: product and sum in float32, rounded once (PyTorch's acc_type);
+            // CUDA ones below
             return acc::down(acc::up(self)?.addbmm(&acc::up(b1)?, &acc::up(b2)?, beta, alpha)?, h);
         }
         if b1.ndim() != 3 || b2.ndim() != 3 {
@@ -347,6 +387,12 @@ impl Tensor {
         let (bt, m, k, n) = (sa[0] as i64, sa[1] as i64, sa[2] as i64, sb[2] as i64);
         let a = b1.permute(&[1, 0, 2])?.reshape(&[m, bt * k])?;
         let b = b2.reshape(&[bt * k, n])?;
+        if let Some(h) = acc::half_acc(&[self, b1, b2]) {
+            // half CUDA tensors: the product stored in float32, the sum rounded once
+            if let Some(p) = mm_acc(&a, &b)? {
+                return acc::down(add_scaled("addbmm", &acc::up(self)?, &p, beta, alpha)?, h);
+            }
+        }
         let p = mm_prim(&a, &b)?;
         add_scaled("addbmm", self, &p, beta, alpha)
     }
@@ -356,8 +402,8 @@ impl Tensor {
         if let Some(c) = crate::amp::tensors("addr", &[self, v1, v2])? {
             return c.args[0].addr(&c.args[1], &c.args[2], beta, alpha);
         }
-        if let Some(h) = acc::half_cpu(&[self, v1, v2]) {
-            // half CPU tensors: product and sum in float32, rounded once (PyTorch's acc_type)
+        if let Some(h) = acc::half_acc(&[self, v1, v2]) {
+            // half tensors: product and sum in float32, rounded once (PyTorch's acc_type)
             return acc::down(acc::up(self)?.addr(&acc::up(v1)?, &acc::up(v2)?, beta, alpha)?, h);
         }
         let p = v1.outer(v2)?;

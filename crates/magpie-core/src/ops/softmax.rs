@@ -185,12 +185,14 @@ fn fused_grad(g: &Tensor, y: &Tensor, dim: usize, log: bool) -> Result<Option<Te
 
 /// `grad_input` of softmax from its output `y`: `y * (g - sum(g * y, dim))`.
 fn softmax_grad(g: &Tensor, y: &Tensor, dim: usize) -> Result<Tensor> {
-    if let Some(h) = crate::ops::acc::half_cpu(&[g, y]) {
-        use crate::ops::acc::{down, up};
-        return down(softmax_grad(&up(g)?, &up(y)?, dim)?, h);
-    }
     if let Some(dx) = cuda_grad(g, y, dim, false)? {
         return Ok(dx);
+    }
+    // half tensors (where the CUDA kernel, which computes in float32, does not apply): in
+    // float32, rounded once (PyTorch's acc_type)
+    if let Some(h) = crate::ops::acc::half_acc(&[g, y]) {
+        use crate::ops::acc::{down, up};
+        return down(softmax_grad(&up(g)?, &up(y)?, dim)?, h);
     }
     if let Some(r) = fused_grad(g, y, dim, false)? {
         return Ok(r);
@@ -202,12 +204,14 @@ fn softmax_grad(g: &Tensor, y: &Tensor, dim: usize) -> Result<Tensor> {
 
 /// `grad_input` of log_softmax from its output `y`: `g - exp(y) * sum(g, dim)`.
 fn log_softmax_grad(g: &Tensor, y: &Tensor, dim: usize) -> Result<Tensor> {
-    if let Some(h) = crate::ops::acc::half_cpu(&[g, y]) {
-        use crate::ops::acc::{down, up};
-        return down(log_softmax_grad(&up(g)?, &up(y)?, dim)?, h);
-    }
     if let Some(dx) = cuda_grad(g, y, dim, true)? {
         return Ok(dx);
+    }
+    // half tensors (where the CUDA kernel, which computes in float32, does not apply): in
+    // float32, rounded once (PyTorch's acc_type)
+    if let Some(h) = crate::ops::acc::half_acc(&[g, y]) {
+        use crate::ops::acc::{down, up};
+        return down(log_softmax_grad(&up(g)?, &up(y)?, dim)?, h);
     }
     if let Some(r) = fused_grad(g, y, dim, true)? {
         return Ok(r);

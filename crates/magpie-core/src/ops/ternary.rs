@@ -198,12 +198,12 @@ pub fn lerp_op(start: &Tensor, end: &Tensor, weight: Operand) -> Result<Tensor> 
     if !(start.dtype().is_float() || start.dtype().is_complex()) {
         return Err(Error::dtype("lerp", format!("\"lerp_kernel_scalar\" not implemented for '{}'", scalar_type_name(start.dtype()))));
     }
-    // half CPU tensors: in float32, rounded once (as PyTorch's kernel)
+    // half tensors: in float32, rounded once (as PyTorch's kernel)
     let wt = match &weight {
         Operand::Tensor(w) => vec![start, end, *w],
         Operand::Scalar(_) => vec![start, end],
     };
-    if let Some(h) = crate::ops::acc::half_cpu(&wt) {
+    if let Some(h) = crate::ops::acc::half_acc(&wt) {
         use crate::ops::acc::{down, up};
         let w = match &weight {
             Operand::Tensor(w) => Some(up(w)?),
@@ -263,8 +263,8 @@ pub fn addcmul_op(x: &Tensor, t1: &Tensor, t2: &Tensor, value: Scalar) -> Result
     }
     let dt = result_type(&[x.promo(), t1.promo(), t2.promo()])?;
     check_value("addcmul", dt, value)?;
-    if let Some(h) = crate::ops::acc::half_cpu(&[x, t1, t2]) {
-        // half CPU tensors: in float32, rounded once (as PyTorch's kernel)
+    if let Some(h) = crate::ops::acc::half_acc(&[x, t1, t2]) {
+        // half tensors: in float32, rounded once (as PyTorch's kernel)
         use crate::ops::acc::{down, up};
         return down(addcmul_op(&up(x)?, &up(t1)?, &up(t2)?, value)?, h);
     }
@@ -286,7 +286,7 @@ pub fn addcdiv_op(x: &Tensor, t1: &Tensor, t2: &Tensor, value: Scalar) -> Result
     }
     let dt = result_type(&[x.promo(), t1.promo(), t2.promo()])?;
     check_value("addcdiv", dt, value)?;
-    if let Some(h) = crate::ops::acc::half_cpu(&[x, t1, t2]) {
+    if let Some(h) = crate::ops::acc::half_acc(&[x, t1, t2]) {
         use crate::ops::acc::{down, up};
         return down(addcdiv_op(&up(x)?, &up(t1)?, &up(t2)?, value)?, h);
     }

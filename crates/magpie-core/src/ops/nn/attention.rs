@@ -54,18 +54,21 @@ pub fn scaled_dot_product_attention(q: &Tensor, k: &Tensor, v: &Tensor, mask: Op
     let e = q.shape()[q.ndim() - 1];
     let (l, s) = (q.shape()[q.ndim() - 2], k.shape()[k.ndim() - 2]);
     let sc = scale.unwrap_or(1.0 / (e as f64).sqrt());
-    // half CPU tensors: scores, softmax and products in float32, rounded once (as PyTorch's CPU
-    // flash kernel, which accumulates in float32); a float mask joins in float32 too
-    if let Some(h) = crate::ops::acc::half_cpu(&[q, k, v]) {
+    #[cfg(feature = "cuda")]
+    if mask.is_none() && dropout_p == 0.0 {
+        if let Some(y) = super::attention_cuda::sdpa_flash(q, k, v, is_causal, sc, enable_gqa)? {
+            return Ok(y);
+        }
+    }
+    // half tensors (where CUDA's flash kernel does not apply): scores, softmax and products in
+    // float32, rounded once (as PyTorch's CPU flash kernel, which accumulates in float32, and
+    // its math backend, which upcasts half inputs); a float mask joins in float32 too
+    if let Some(h) = crate::ops::acc::half_acc(&[q, k, v]) {
         use crate::ops::acc::{down, up, up_opt};
         let m = up_opt(mask)?;
         return down(scaled_dot_product_attention(&up(q)?, &up(k)?, &up(v)?, m.as_ref(), dropout_p, is_causal, Some(sc), enable_gqa)?, h);
     }
     if mask.is_none() && dropout_p == 0.0 {
-        #[cfg(feature = "cuda")]
-        if let Some(y) = super::attention_cuda::sdpa_flash(q, k, v, is_causal, sc, enable_gqa)? {
-            return Ok(y);
-        }
         if let Some(y) = super::attention_fused::sdpa_fused(q, k, v, is_causal, sc, enable_gqa)? {
             return Ok(y);
         }

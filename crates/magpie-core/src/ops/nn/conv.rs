@@ -365,8 +365,8 @@ pub fn conv(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, nd: usize, stride: &[
         }
     }
     let op = ["conv1d", "conv2d", "conv3d"][nd - 1];
-    // half CPU tensors: products and bias in float32, rounded once (PyTorch's acc_type)
-    if let Some(h) = crate::ops::acc::half_cpu_opt(x, &[Some(w), bias]) {
+    // half tensors: products and bias in float32, rounded once (PyTorch's acc_type)
+    if let Some(h) = crate::ops::acc::half_acc_opt(x, &[Some(w), bias]) {
         use crate::ops::acc::{down, up, up_opt};
         return down(conv(&up(x)?, &up(w)?, up_opt(bias)?.as_ref(), nd, stride, padding, dilation, groups)?, h);
     }
@@ -460,7 +460,7 @@ pub fn conv_transpose(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, nd: usize, 
         }
     }
     let op = ["conv_transpose1d", "conv_transpose2d", "conv_transpose3d"][nd - 1];
-    if let Some(h) = crate::ops::acc::half_cpu_opt(x, &[Some(w), bias]) {
+    if let Some(h) = crate::ops::acc::half_acc_opt(x, &[Some(w), bias]) {
         use crate::ops::acc::{down, up, up_opt};
         return down(conv_transpose(&up(x)?, &up(w)?, up_opt(bias)?.as_ref(), nd, stride, padding, output_padding, groups, dilation)?, h);
     }
@@ -557,8 +557,10 @@ pub fn linear(x: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
     if x.dtype() != w.dtype() {
         return Err(Error::dtype(op, format!("expected m1 and m2 to have the same dtype, but got: {} != {}", x.dtype(), w.dtype())));
     }
-    // half CPU tensors with a bias: product and bias in float32, rounded once (PyTorch's addmm)
-    if let (Some(h), Some(b)) = (crate::ops::acc::half_cpu_opt(x, &[Some(w), bias]), bias) {
+    // half CPU tensors with a bias: product and bias in float32, rounded once (PyTorch's addmm).
+    // CUDA ones keep the 16-bit product and add the bias to it (two roundings), as the autocast
+    // path (`linear_amp`), which is tested bit for bit against this one, does
+    if let (Some(h), Some(b), false) = (crate::ops::acc::half_acc_opt(x, &[Some(w), bias]), bias, x.device().is_cuda()) {
         use crate::ops::acc::{down, up};
         return down(linear(&up(x)?, &up(w)?, Some(&up(b)?))?, h);
     }
@@ -588,7 +590,7 @@ pub fn bilinear(x1: &Tensor, x2: &Tensor, w: &Tensor, bias: Option<&Tensor>) -> 
         return bilinear(c.req(0)?, c.req(1)?, c.req(2)?, c.opt(3));
     }
     let op = "bilinear";
-    if let Some(h) = crate::ops::acc::half_cpu_opt(x1, &[Some(x2), Some(w), bias]) {
+    if let Some(h) = crate::ops::acc::half_acc_opt(x1, &[Some(x2), Some(w), bias]) {
         use crate::ops::acc::{down, up, up_opt};
         return down(bilinear(&up(x1)?, &up(x2)?, &up(w)?, up_opt(bias)?.as_ref())?, h);
     }

@@ -106,9 +106,9 @@ pub fn embedding_bag(
     padding_idx: Option<i64>,
 ) -> Result<Tensor> {
     let op = "embedding_bag";
-    // half CPU weights: bags summed in float32, rounded once (PyTorch's acc_type); not with
+    // half weights: bags summed in float32, rounded once (PyTorch's acc_type); not with
     // max_norm, which renormalizes rows of `w` in place
-    if let (Some(h), None) = (crate::ops::acc::half_cpu_opt(w, &[per_sample_weights]), max_norm) {
+    if let (Some(h), None) = (crate::ops::acc::half_acc_opt(w, &[per_sample_weights]), max_norm) {
         use crate::ops::acc::{down, up, up_opt};
         let psw = up_opt(per_sample_weights)?;
         return down(embedding_bag(idx, &up(w)?, offsets, max_norm, norm_type, mode, psw.as_ref(), include_last_offset, padding_idx)?, h);

@@ -73,8 +73,8 @@ pub fn smooth_l1_loss(x: &Tensor, y: &Tensor, r: Reduction, beta: f64) -> Result
     if let Some(c) = crate::amp::tensors("smooth_l1_loss", &[x, y])? {
         return smooth_l1_loss(&c.args[0], &c.args[1], r, beta);
     }
-    // half CPU tensors: in float32, rounded once (PyTorch's acc_type)
-    if let Some(h) = crate::ops::acc::half_cpu(&[x, y]) {
+    // half tensors: in float32, rounded once (PyTorch's acc_type)
+    if let Some(h) = crate::ops::acc::half_acc(&[x, y]) {
         use crate::ops::acc::{down, up};
         return down(smooth_l1_loss(&up(x)?, &up(y)?, r, beta)?, h);
     }
@@ -97,8 +97,8 @@ pub fn huber_loss(x: &Tensor, y: &Tensor, r: Reduction, delta: f64) -> Result<Te
     if let Some(c) = crate::amp::tensors("huber_loss", &[x, y])? {
         return huber_loss(&c.args[0], &c.args[1], r, delta);
     }
-    // half CPU tensors: in float32, rounded once (PyTorch's acc_type)
-    if let Some(h) = crate::ops::acc::half_cpu(&[x, y]) {
+    // half tensors: in float32, rounded once (PyTorch's acc_type)
+    if let Some(h) = crate::ops::acc::half_acc(&[x, y]) {
         use crate::ops::acc::{down, up};
         return down(huber_loss(&up(x)?, &up(y)?, r, delta)?, h);
     }
@@ -118,7 +118,7 @@ pub fn binary_cross_entropy(x: &Tensor, y: &Tensor, w: Option<&Tensor>, r: Reduc
     if let Some(c) = crate::amp::optional("binary_cross_entropy", &[Some(x), Some(y), w])? {
         return binary_cross_entropy(c.req(0)?, c.req(1)?, c.opt(2), r);
     }
-    if let Some(h) = crate::ops::acc::half_cpu_opt(x, &[Some(y), w]) {
+    if let Some(h) = crate::ops::acc::half_acc_opt(x, &[Some(y), w]) {
         use crate::ops::acc::{down, up, up_opt};
         return down(binary_cross_entropy(&up(x)?, &up(y)?, up_opt(w)?.as_ref(), r)?, h);
     }
@@ -146,7 +146,7 @@ pub fn binary_cross_entropy_with_logits(x: &Tensor, y: &Tensor, w: Option<&Tenso
     if let Some(c) = crate::amp::optional("binary_cross_entropy_with_logits", &[Some(x), Some(y), w, pos_weight])? {
         return binary_cross_entropy_with_logits(c.req(0)?, c.req(1)?, c.opt(2), c.opt(3), r);
     }
-    if let Some(h) = crate::ops::acc::half_cpu_opt(x, &[Some(y), w, pos_weight]) {
+    if let Some(h) = crate::ops::acc::half_acc_opt(x, &[Some(y), w, pos_weight]) {
         use crate::ops::acc::{down, up, up_opt};
         return down(binary_cross_entropy_with_logits(&up(x)?, &up(y)?, up_opt(w)?.as_ref(), up_opt(pos_weight)?.as_ref(), r)?, h);
     }

@@ -3,7 +3,7 @@
 //! distance ops built on vector norms (cosine similarity, pairwise / pdist / cdist).
 
 use super::gather::{take_rows, RowIdx};
-use crate::ops::acc::{down, half_cpu_opt, up, up_opt};
+use crate::ops::acc::{down, half_acc_opt, up, up_opt};
 use crate::autograd;
 use crate::tensor::Tensor;
 use crate::{Error, Result};
@@ -34,11 +34,6 @@ pub fn native_layer_norm(x: &Tensor, ns: &[i64], w: Option<&Tensor>, b: Option<&
         let (y, m, r) = native_layer_norm(&x.to_dtype(crate::DType::F32)?, ns, w, b, eps)?;
         return Ok((y.to_dtype(x.dtype())?, m, r));
     }
-    // half CPU tensors: normalized in float32 and rounded once (PyTorch's acc_type)
-    if let Some(h) = half_cpu_opt(x, &[w, b]) {
-        let (y, m, r) = native_layer_norm(&up(x)?, ns, up_opt(w)?.as_ref(), up_opt(b)?.as_ref(), eps)?;
-        return Ok((down(y, h)?, down(m, h)?, down(r, h)?));
-    }
     let op = "layer_norm";
     let k = ns.len();
     let nsu: Vec<usize> = ns.iter().map(|&v| v.max(0) as usize).collect();
@@ -55,6 +50,12 @@ pub fn native_layer_norm(x: &Tensor, ns: &[i64], w: Option<&Tensor>, b: Option<&
     super::util::check_float(op, x)?;
     if let Some(r) = cuda_norm(x, k, w, b, eps, false)? {
         return Ok(r);
+    }
+    // half tensors (where the fused CUDA kernel, which computes in float32, does not apply):
+    // normalized in float32 and rounded once (PyTorch's acc_type)
+    if let Some(h) = half_acc_opt(x, &[w, b]) {
+        let (y, m, r) = native_layer_norm(&up(x)?, ns, up_opt(w)?.as_ref(), up_opt(b)?.as_ref(), eps)?;
+        return Ok((down(y, h)?, down(m, h)?, down(r, h)?));
     }
     if let Some(r) = super::layer_norm::layer_norm_fused(x, k, w, b, eps)? {
         return Ok(r);
@@ -121,11 +122,13 @@ pub fn rms_norm(x: &Tensor, ns: &[i64], w: Option<&Tensor>, eps: Option<f64>) ->
         crate::DType::BF16 => 0.0078125,
         _ => f32::EPSILON as f64,
     });
-    if let Some(h) = half_cpu_opt(x, &[w]) {
-        return down(rms_norm(&up(x)?, ns, up_opt(w)?.as_ref(), Some(eps))?, h);
-    }
     if let Some((y, _, _)) = cuda_norm(x, k, w, None, eps, true)? {
         return Ok(y);
+    }
+    // half tensors: in float32, rounded once (PyTorch's acc_type). In float16 the composite's
+    // `x * x` overflows for |x| > 256 (inf, then a zero output and NaN gradients)
+    if let Some(h) = half_acc_opt(x, &[w]) {
+        return down(rms_norm(&up(x)?, ns, up_opt(w)?.as_ref(), Some(eps))?, h);
     }
     let dims: Vec<i64> = (x.ndim() - k..x.ndim()).map(|d| d as i64).collect();
     let ms = x.mul(x)?.mean_dims(Some(&dims), true, None)?;
@@ -149,7 +152,7 @@ pub fn native_group_norm(x: &Tensor, groups: i64, w: Option<&Tensor>, b: Option<
     if let Some(c) = crate::amp::optional("group_norm", &[Some(x), w, b])? {
         return native_group_norm(c.req(0)?, groups, c.opt(1), c.opt(2), eps);
     }
-    if let Some(h) = half_cpu_opt(x, &[w, b]) {
+    if let Some(h) = half_acc_opt(x, &[w, b]) {
         let (y, m, r) = native_group_norm(&up(x)?, groups, up_opt(w)?.as_ref(), up_opt(b)?.as_ref(), eps)?;
         return Ok((down(y, h)?, down(m, h)?, down(r, h)?));
     }
@@ -208,9 +211,9 @@ pub fn native_batch_norm(
     eps: f64,
 ) -> Result<(Tensor, Tensor, Tensor)> {
     let op = "batch_norm";
-    // half CPU tensors: in float32, rounded once; the running statistics are updated in place in
+    // half tensors: in float32, rounded once; the running statistics are updated in place in
     // their own dtype
-    if let Some(h) = half_cpu_opt(x, &[w, b]) {
+    if let Some(h) = half_acc_opt(x, &[w, b]) {
         let (y, m, r) = native_batch_norm(&up(x)?, up_opt(w)?.as_ref(), up_opt(b)?.as_ref(), rm, rv, training, momentum, eps)?;
         return Ok((down(y, h)?, down(m, h)?, down(r, h)?));
     }
@@ -278,7 +281,7 @@ pub fn instance_norm(
     eps: f64,
 ) -> Result<Tensor> {
     let op = "instance_norm";
-    if let Some(h) = half_cpu_opt(x, &[w, b]) {
+    if let Some(h) = half_acc_opt(x, &[w, b]) {
         return down(instance_norm(&up(x)?, rm, rv, up_opt(w)?.as_ref(), up_opt(b)?.as_ref(), use_input_stats, momentum, eps)?, h);
     }
     if x.ndim() < 3 {

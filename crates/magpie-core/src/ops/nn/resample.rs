@@ -120,8 +120,8 @@ pub(crate) fn apply_taps(x: &Tensor, dim: usize, taps: Arc<Taps>) -> Result<Tens
 
 /// Applies one map per trailing dim: `maps[i]` acts on dim `x.ndim() - maps.len() + i`.
 pub(crate) fn apply_separable(x: &Tensor, maps: Vec<Taps>) -> Result<Tensor> {
-    // half CPU tensors: every pass in float32, one rounding at the end (PyTorch's acc_type)
-    if let Some(h) = crate::ops::acc::half_cpu(&[x]) {
+    // half tensors: every pass in float32, one rounding at the end (PyTorch's acc_type)
+    if let Some(h) = crate::ops::acc::half_acc(&[x]) {
         return crate::ops::acc::down(apply_separable(&crate::ops::acc::up(x)?, maps)?, h);
     }
     let first = x.ndim() - maps.len();
