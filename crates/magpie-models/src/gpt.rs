@@ -4,6 +4,7 @@
 //! with `nn.Linear`'s `[out, in]` weight layout.
 
 use magpie_core::autograd::no_grad;
+use magpie_core::ops::nn::bias_gelu::bias_gelu;
 use magpie_core::ops::nn::loss::Reduction;
 use magpie_core::ops::nn::{linear, lm_head_cross_entropy, scaled_dot_product_attention};
 use magpie_core::{Error, Result, Tensor};
@@ -117,7 +118,9 @@ impl Module for CausalSelfAttention {
     }
 }
 
-/// The MLP: `c_fc` (C to 4C), GELU (tanh approximation, as GPT-2), `c_proj` (4C to C).
+/// The MLP: `c_fc` (C to 4C), GELU (tanh approximation, as GPT-2), `c_proj` (4C to C). The
+/// bias of `c_fc` and the GELU run as `bias_gelu`: `gelu(x W^T + b)` with the bias cast to the
+/// product's dtype (under autocast, bfloat16), as PyTorch's autocast `linear` casts it.
 pub struct Mlp {
     pub c_fc: Linear,
     pub c_proj: Linear,
@@ -129,7 +132,12 @@ impl Module for Mlp {
         "MLP"
     }
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let h = self.c_fc.forward(x)?.gelu("tanh")?;
+        // c_fc's bias and the GELU as one op (one kernel each way on CUDA, not a bias add and a
+        // GELU pass over the [B, T, 4C] activation); its composite on other devices
+        let h = match &self.c_fc.bias {
+            Some(b) => bias_gelu(&linear(x, &self.c_fc.weight, None)?, b, "tanh")?,
+            None => self.c_fc.forward(x)?.gelu("tanh")?,
+        };
         self.dropout.forward(&self.c_proj.forward(&h)?)
     }
     fn children(&self) -> Vec<(String, &dyn Module)> {
