@@ -196,7 +196,8 @@ pub fn embedding_backward(g: &Tensor, indices: &Tensor, rows: usize, skip: Optio
         let f = kfunc(&dev, KFile::Index, g.dtype(), "embedding_bwd_rank")?;
         let mut a = Args::new();
         a.push(elem_ptr(op, &idx)?.0).push(n as i32).push(rows as i32).push(cnt).push(rank);
-        launch(&dev, op, f, (n.div_ceil(256) as u32, 1, 1), (256, 1, 1), 0, &mut a)?;
+        // 64 threads a block: every thread walks all lookups, so more blocks (SMs) beat wider ones
+        launch(&dev, op, f, (n.div_ceil(64) as u32, 1, 1), (64, 1, 1), 0, &mut a)?;
         let f = kfunc(&dev, KFile::Index, g.dtype(), "embedding_bwd_offsets")?;
         let mut a = Args::new();
         a.push(elem_ptr(op, &idx)?.0).push(n as i32).push(rows as i32).push(cnt).push(off).push(rank).push(pos);
