@@ -3,7 +3,8 @@
 //! inputs at several sizes (odd widths, rows past the one-launch column sums, widths past one
 //! block, GPT-2's 8192 x 768), with gradients flowing into both outputs, float32 and the
 //! autocast mix GPT-2 hands over (a bf16 projection, float32 residual and parameters), also with
-//! `create_graph`; the mixes the kernel does not take run the composite. The CPU tests check
+//! `create_graph`; the mixes the kernel does not take run the composite. `add_layer_norm` itself
+//! is checked at the row counts that now take the sliced column sums. The CPU tests check
 //! both results against a float64 loop and the argument errors. CUDA tests are skipped where
 //! CUDA is not available, unless MAGPIE_REQUIRE_CUDA=1.
 
@@ -11,7 +12,7 @@ mod cuda_util;
 
 use cuda_util::{assert_close, gpu, rand, Rng};
 use magpie_core::autograd;
-use magpie_core::ops::nn::add_layer_norm::{add_layer_norm_residual, add_layer_norm_residual_composite};
+use magpie_core::ops::nn::add_layer_norm::{add_layer_norm, add_layer_norm_composite, add_layer_norm_residual, add_layer_norm_residual_composite};
 use magpie_core::{amp, DType, Device, Tensor};
 
 fn leaf(t: &Tensor) -> Tensor {
@@ -145,6 +146,46 @@ fn fused_add_layer_norm_residual_without_a_gradient_of_the_sum() {
     for (nm, (ga, gc)) in ["x", "residual", "bias"].iter().zip(a.iter().zip(c.iter())) {
         let (rt, at) = if gc.dtype() == DType::BF16 { (1.0 / 64.0, 1.0 / 128.0) } else { (1e-4, 1e-5) };
         near(&format!("grad of {nm}"), ga, gc, rt, at);
+    }
+}
+
+#[test]
+fn fused_add_layer_norm_takes_the_sliced_sums_past_4096_rows() {
+    // add_layer_norm without the kept sum (no gradient of h in the dh kernel) at row counts that
+    // now take the sliced column sums: 4100 x 33 and GPT-2's 8192 x 768
+    let Some(dev) = gpu() else { return };
+    let mut rng = Rng::new(12);
+    for (shape, mi) in [(&[4100usize, 33][..], 0usize), (&[4100, 33], 1), (&[8, 1024, 768], 1)] {
+        let m = &MIXES[mi];
+        let n = *shape.last().unwrap();
+        let what = format!("shape {shape:?} mix {mi}");
+        let ins: Vec<Tensor> = vec![
+            rand(&mut rng, shape, m.x, -2.0, 2.0),
+            rand(&mut rng, shape, m.r, -2.0, 2.0),
+            rand(&mut rng, &[n], m.b, -1.0, 1.0),
+            rand(&mut rng, &[n], m.p, 0.5, 1.5),
+            rand(&mut rng, &[n], m.p, -0.5, 0.5),
+        ];
+        let ins: Vec<Tensor> = ins.iter().map(|t| t.to_device(dev).unwrap()).collect();
+        let gy = rand(&mut rng, shape, DType::F32, -1.0, 1.0).to_device(dev).unwrap();
+        let go = |fused: bool| {
+            let l: Vec<Tensor> = ins.iter().map(leaf).collect();
+            let y = {
+                let _ac = m.autocast.map(|dt| amp::autocast(dev, Some(dt), true).unwrap());
+                let f = if fused { add_layer_norm } else { add_layer_norm_composite };
+                f(&l[0], &l[1], Some(&l[2]), &[n as i64], Some(&l[3]), Some(&l[4]), 1e-5).unwrap()
+            };
+            let name = y.grad_fn().map(|n| n.name().to_string()).unwrap_or_default();
+            y.backward_with(Some(&gy.to_dtype(y.dtype()).unwrap()), false, false).unwrap();
+            (y.detach(), l.iter().map(|t| t.grad().unwrap()).collect::<Vec<_>>(), name)
+        };
+        let ((ya, ga, na), (yc, gc, _)) = (go(true), go(false));
+        assert_eq!(na, "AddLayerNormBackward0", "{what}: the fused path ran");
+        near(&format!("{what}: output"), &ya, &yc, 1e-4, 1e-5);
+        for (i, nm) in ["x", "residual", "bias", "weight", "ln_bias"].iter().enumerate() {
+            let (rt, at) = if gc[i].dtype() == DType::BF16 { (1.0 / 64.0, 1.0 / 128.0) } else { (1e-4, 1e-5) };
+            near(&format!("{what}: grad of {nm}"), &ga[i], &gc[i], rt, at);
+        }
     }
 }
 

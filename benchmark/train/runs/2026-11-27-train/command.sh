@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The final run of this folder, on the GPU machine (no Rust there), from the repo root, with
 # prebuilt binaries in $G/bin (train-bench: this branch; train-bench-base: main's release build
-# at 23cc581), staged GPU tests in $G/tests (../shared/tools/gpu-stage) and ncu_sum.py of
-# runs/2026-11-27-h200-amp-linear. Writes to $OUT.
+# at 23cc581), staged GPU tests in $G/tests (../shared/tools/gpu-stage) and this folder's
+# ncu_replay.py. Writes to $OUT.
 set -u
 G=${G:-.gpu-train}
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
@@ -32,7 +32,7 @@ el "tests rc=$?"; grep -E "FAILED|panicked|test result|passed," "$OUT/tests.out"
 if [ $(( $(date +%s) - t0 )) -lt 480 ]; then
   timeout 80 ncu --clock-control none --csv --metrics gpu__time_duration.sum $G/bin/train-bench --device cuda --cases gpt2-small --dtypes bfloat16 --graph on --warmup 1 --steps 1 > "$OUT/ncu-new.csv" 2> "$OUT/ncu-new.err"
   el "ncu rc=$?"
-  python3 "$G/ncu_sum.py" "$OUT/ncu-new.csv" > "$OUT/ncu-summary-new.txt" 2>&1; head -40 "$OUT/ncu-summary-new.txt"
+  python3 "$G/ncu_replay.py" "$OUT/ncu-new.csv" > "$OUT/ncu-summary-new.txt" 2>&1; head -40 "$OUT/ncu-summary-new.txt"
   gzip -9 "$OUT/ncu-new.csv"
 fi
 # few files come back: the logs in one archive, the summaries beside it
