@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The final run of this folder, on the GPU machine (no Rust there), from the repo root, with
-# prebuilt binaries in $G/bin (train-bench: this branch; train-bench-base: main's release build
+# prebuilt binaries (stripped, xz -9e) in $G/bin (train-bench: this branch; train-bench-base: main's release build
 # at 23cc581), staged GPU tests in $G/tests (../shared/tools/gpu-stage) and this folder's
 # ncu_replay.py. Writes to $OUT.
 set -u
 G=${G:-.gpu-train}
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-gunzip -f "$G"/bin/*.gz "$G"/tests/bin/*.gz 2>/dev/null; chmod +x "$G"/bin/* "$G"/tests/bin/* 2>/dev/null
+python3 "$G/unxz.py" "$G"/bin/*.xz "$G"/tests/bin/*.xz; chmod +x "$G"/bin/* "$G"/tests/bin/* 2>/dev/null
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader | tee "$OUT/gpu.txt"
 t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
 # 1. train-bench: main's binary and this branch's in the same run, GPT-2 small and BERT bf16,
