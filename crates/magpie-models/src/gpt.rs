@@ -5,7 +5,6 @@
 
 use magpie_core::autograd::no_grad;
 use magpie_core::ops::nn::add_layer_norm::add_layer_norm_residual;
-use magpie_core::ops::nn::bias_gelu::bias_gelu;
 use magpie_core::ops::nn::loss::Reduction;
 use magpie_core::ops::nn::{linear, lm_head_cross_entropy, scaled_dot_product_attention};
 use magpie_core::{Error, Result, Tensor};
@@ -125,9 +124,7 @@ impl CausalSelfAttention {
     }
 }
 
-/// The MLP: `c_fc` (C to 4C), GELU (tanh approximation, as GPT-2), `c_proj` (4C to C). The
-/// bias of `c_fc` and the GELU run as `bias_gelu`: `gelu(x W^T + b)` with the bias cast to the
-/// product's dtype (under autocast, bfloat16), as PyTorch's autocast `linear` casts it.
+/// The MLP: `c_fc` (C to 4C), GELU (tanh approximation, as GPT-2), `c_proj` (4C to C).
 pub struct Mlp {
     pub c_fc: Linear,
     pub c_proj: Linear,
@@ -150,13 +147,11 @@ impl Module for Mlp {
 }
 
 impl Mlp {
-    /// `gelu(c_fc(x))`, the input of `c_proj`. c_fc's bias and the GELU are one op (one kernel
-    /// each way on CUDA, not a bias add and a GELU pass over the `[B, T, 4C]` activation).
+    /// `gelu(c_fc(x))`, the input of `c_proj`. Not `bias_gelu`: its kernels timed slower here
+    /// than the bias add and the vectorized GELU (ncu, NVIDIA H200, GPT-2 small's [8192, 3072]:
+    /// 69 + 77 µs against 27 + 40 and 50 µs; benchmark/NOTES.md).
     fn hidden(&self, x: &Tensor) -> Result<Tensor> {
-        match &self.c_fc.bias {
-            Some(b) => bias_gelu(&linear(x, &self.c_fc.weight, None)?, b, "tanh"),
-            None => self.c_fc.forward(x)?.gelu("tanh"),
-        }
+        self.c_fc.forward(x)?.gelu("tanh")
     }
 }
 
