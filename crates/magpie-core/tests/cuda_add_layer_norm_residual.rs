@@ -71,13 +71,15 @@ fn fused_add_layer_norm_residual_matches_the_composite() {
     let Some(dev) = gpu() else { return };
     let mut rng = Rng::new(41);
     let shapes: &[&[usize]] = &[&[1, 7], &[5, 768], &[3, 11, 130], &[513, 768], &[4100, 33], &[2, 2049], &[8, 1024, 768]];
+    // the whole set took 128 s on an H200 (2026-11-27); the long shapes run a subset of the cases
     for &shape in shapes {
         let n = *shape.last().unwrap();
         let ns = [n as i64];
         for (mi, m) in MIXES.iter().enumerate() {
             for (with_b, with_p, create_graph) in [(true, true, false), (false, true, false), (true, false, false), (true, true, true)] {
-                if shape.len() == 3 && shape[1] == 1024 && (create_graph || mi > 1) {
-                    continue; // GPT-2's shape: the plain gradient of the two mixes it runs
+                let rows: usize = shape[..shape.len() - 1].iter().product();
+                if rows > 1000 && (create_graph || mi > 1 || !with_b || !with_p) {
+                    continue; // past 1000 rows (GPT-2's shape among them): the full case of the two mixes GPT-2 runs
                 }
                 let what = format!("shape {shape:?} mix {mi} bias {with_b} affine {with_p} create_graph {create_graph}");
                 let x = rand(&mut rng, shape, m.x, -2.0, 2.0).to_device(dev).unwrap();
