@@ -4,6 +4,7 @@
 //! with `nn.Linear`'s `[out, in]` weight layout.
 
 use magpie_core::autograd::no_grad;
+use magpie_core::ops::nn::add_layer_norm::add_layer_norm_residual;
 use magpie_core::ops::nn::loss::Reduction;
 use magpie_core::ops::nn::{linear, lm_head_cross_entropy, scaled_dot_product_attention};
 use magpie_core::{Error, Result, Tensor};
@@ -84,20 +85,7 @@ impl Module for CausalSelfAttention {
     }
     /// `x [B, T, C]` to `[B, T, C]`.
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let &[b, t, c] = x.shape() else {
-            return Err(Error::shape("CausalSelfAttention", format!("expected [B, T, C], got {:?}", x.shape())));
-        };
-        let (b, t, c, h) = (b as i64, t as i64, c as i64, self.n_head as i64);
-        let qkv = self.c_attn.forward(x)?;
-        // one split node (nanoGPT's `qkv.split(n_embd, dim=2)`): its gradient is one buffer the
-        // three parts are copied into, not three zero-filled buffers added together
-        let parts = qkv.split(c, 2)?;
-        let heads = |t_: &Tensor| t_.reshape(&[b, t, h, c / h])?.transpose(1, 2);
-        let (q, k, v) = (heads(&parts[0])?, heads(&parts[1])?, heads(&parts[2])?);
-        let p = if self.training { self.dropout } else { 0.0 };
-        let y = scaled_dot_product_attention(&q, &k, &v, None, p, true, None, false)?;
-        let y = y.transpose(1, 2)?.reshape(&[b, t, c])?;
-        self.resid_dropout.forward(&self.c_proj.forward(&y)?)
+        self.resid_dropout.forward(&self.c_proj.forward(&self.heads(x)?)?)
     }
     fn children(&self) -> Vec<(String, &dyn Module)> {
         vec![("c_attn".into(), &self.c_attn), ("c_proj".into(), &self.c_proj), ("resid_dropout".into(), &self.resid_dropout)]
@@ -117,6 +105,25 @@ impl Module for CausalSelfAttention {
     }
 }
 
+impl CausalSelfAttention {
+    /// The heads' outputs `[B, T, C]` for `x [B, T, C]`: attention up to `c_proj`'s input.
+    fn heads(&self, x: &Tensor) -> Result<Tensor> {
+        let &[b, t, c] = x.shape() else {
+            return Err(Error::shape("CausalSelfAttention", format!("expected [B, T, C], got {:?}", x.shape())));
+        };
+        let (b, t, c, h) = (b as i64, t as i64, c as i64, self.n_head as i64);
+        let qkv = self.c_attn.forward(x)?;
+        // one split node (nanoGPT's `qkv.split(n_embd, dim=2)`): its gradient is one buffer the
+        // three parts are copied into, not three zero-filled buffers added together
+        let parts = qkv.split(c, 2)?;
+        let heads = |t_: &Tensor| t_.reshape(&[b, t, h, c / h])?.transpose(1, 2);
+        let (q, k, v) = (heads(&parts[0])?, heads(&parts[1])?, heads(&parts[2])?);
+        let p = if self.training { self.dropout } else { 0.0 };
+        let y = scaled_dot_product_attention(&q, &k, &v, None, p, true, None, false)?;
+        y.transpose(1, 2)?.reshape(&[b, t, c])
+    }
+}
+
 /// The MLP: `c_fc` (C to 4C), GELU (tanh approximation, as GPT-2), `c_proj` (4C to C).
 pub struct Mlp {
     pub c_fc: Linear,
@@ -129,14 +136,22 @@ impl Module for Mlp {
         "MLP"
     }
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let h = self.c_fc.forward(x)?.gelu("tanh")?;
-        self.dropout.forward(&self.c_proj.forward(&h)?)
+        self.dropout.forward(&self.c_proj.forward(&self.hidden(x)?)?)
     }
     fn children(&self) -> Vec<(String, &dyn Module)> {
         vec![("c_fc".into(), &self.c_fc), ("c_proj".into(), &self.c_proj), ("dropout".into(), &self.dropout)]
     }
     fn children_mut(&mut self) -> Vec<(String, &mut dyn Module)> {
         vec![("c_fc".into(), &mut self.c_fc), ("c_proj".into(), &mut self.c_proj), ("dropout".into(), &mut self.dropout)]
+    }
+}
+
+impl Mlp {
+    /// `gelu(c_fc(x))`, the input of `c_proj`. Not `bias_gelu`: its kernels timed slower here
+    /// than the bias add and the vectorized GELU (ncu, NVIDIA H200, GPT-2 small's [8192, 3072]:
+    /// 69 + 77 µs against 27 + 40 and 50 µs; benchmark/NOTES.md).
+    fn hidden(&self, x: &Tensor) -> Result<Tensor> {
+        self.c_fc.forward(x)?.gelu("tanh")
     }
 }
 
@@ -262,10 +277,35 @@ impl Gpt {
         let pos = self.pos.get(t, idx.device())?;
         let x = self.wte.forward(idx)?.add(&self.wpe.forward(&pos)?)?;
         let mut x = self.drop.forward(&x)?;
+        if self.config.dropout == 0.0 || !self.drop.training {
+            return self.hidden_fused(x);
+        }
         for blk in &self.h.items {
             x = blk.forward(&x)?;
         }
         self.ln_f.forward(&x)
+    }
+
+    /// The blocks and `ln_f` without dropout: each residual add, the projection's bias before
+    /// it and the LayerNorm after it (the next sublayer's, or `ln_f`) as one
+    /// `add_layer_norm_residual`, which returns the residual stream and its normalized value
+    /// (on CUDA one kernel forward, and the residual's gradient added inside the norm's backward
+    /// kernel). The same sums as [`Block::forward`], with the bias added to the projection in
+    /// the sum's dtype (float32 under autocast) instead of the projection's.
+    fn hidden_fused(&self, x: Tensor) -> Result<Tensor> {
+        let blocks = &self.h.items;
+        let Some(first) = blocks.first() else { return self.ln_f.forward(&x) };
+        let mut a = first.ln_1.forward(&x)?;
+        let mut x = x;
+        for (i, blk) in blocks.iter().enumerate() {
+            let ln_2 = &blk.ln_2;
+            let p = linear(&blk.attn.heads(&a)?, &blk.attn.c_proj.weight, None)?;
+            let (y, h) = add_ln(&p, &x, blk.attn.c_proj.bias.as_ref(), ln_2)?;
+            let p = linear(&blk.mlp.hidden(&y)?, &blk.mlp.c_proj.weight, None)?;
+            let next = blocks.get(i + 1).map_or(&self.ln_f, |b| &b.ln_1);
+            (a, x) = add_ln(&p, &h, blk.mlp.c_proj.bias.as_ref(), next)?;
+        }
+        Ok(a)
     }
 
     /// Mean cross-entropy (nats per token) of predicting `targets [B, T]` from `idx [B, T]`.
@@ -309,4 +349,10 @@ impl Module for Gpt {
             ("ln_f".into(), &mut self.ln_f),
         ]
     }
+}
+
+/// `(ln(p + bias + residual), p + bias + residual)` for the LayerNorm module `ln`.
+fn add_ln(p: &Tensor, residual: &Tensor, bias: Option<&Tensor>, ln: &LayerNorm) -> Result<(Tensor, Tensor)> {
+    let shape: Vec<i64> = ln.normalized_shape.iter().map(|&v| v as i64).collect();
+    add_layer_norm_residual(p, residual, bias, &shape, ln.weight.as_ref(), ln.bias.as_ref(), ln.eps)
 }

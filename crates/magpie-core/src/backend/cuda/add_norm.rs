@@ -119,7 +119,8 @@ pub struct AddNormNeeds {
 }
 
 /// Most rows for the kernels' column sums (longer columns: the norm_bwd kernels and a sum).
-const COLS_MAX_ROWS: usize = 4096;
+/// GPT-2's 8192 rows (batch 8 x 1024) take the sliced sums.
+const COLS_MAX_ROWS: usize = 16384;
 
 /// Elements a thread holds in registers in the row kernels (`AL_MAXK` in add_norm.cu).
 const ROW_MAXK: usize = 4;
@@ -134,18 +135,26 @@ fn row_threads(n: usize) -> u32 {
 /// blocks, each slice at least 32 rows (two a warp), so that more loads are in flight than the
 /// column blocks alone hold; 1 for short columns (then no second pass).
 fn col_slices(rows: usize, bx: usize, sms: usize) -> usize {
-    (2 * sms.max(1)).div_ceil(bx.max(1)).min(rows.div_ceil(32)).max(1)
+    // and at most 512 rows a slice (32 a thread), so long columns are not one long chain
+    (2 * sms.max(1)).div_ceil(bx.max(1)).max(rows.div_ceil(512)).min(rows.div_ceil(32)).max(1)
 }
 
 /// The backward of [`forward`] from its saved `h`, `mean`, `rstd` and the output gradient `g`
-/// (dtype of `h`). None when there is no kernel for these inputs.
-pub fn backward(g: &Tensor, h: &Tensor, mean: &Tensor, rstd: &Tensor, w: Option<&Tensor>, n: usize, need: AddNormNeeds) -> Result<Option<AddNormGrads>> {
+/// (dtype of `h`). `gh`: a gradient of `h` itself where `h` is an output too (the residual
+/// stream of a pre-LayerNorm block), added to the norm's gradient. None when there is no kernel
+/// for these inputs.
+#[allow(clippy::too_many_arguments)]
+pub fn backward(g: &Tensor, gh: Option<&Tensor>, h: &Tensor, mean: &Tensor, rstd: &Tensor, w: Option<&Tensor>, n: usize, need: AddNormNeeds) -> Result<Option<AddNormGrads>> {
     let op = "add_layer_norm_backward";
     let dt = h.dtype();
     let Device::Cuda(ord) = h.device() else { return Ok(None) };
     if code(dt).is_none() || n == 0 || g.shape() != h.shape() || g.dtype() != dt || g.device() != h.device() {
         return Ok(None);
     }
+    if gh.is_some_and(|t| t.shape() != h.shape() || t.dtype() != dt || t.device() != h.device()) {
+        return Ok(None);
+    }
+    let gh = gh.map(cont).transpose()?;
     let rows = h.numel() / n;
     if rows == 0 || mean.numel() != rows || rstd.numel() != rows {
         return Ok(None);
@@ -172,7 +181,7 @@ pub fn backward(g: &Tensor, h: &Tensor, mean: &Tensor, rstd: &Tensor, w: Option<
         let threads = row_threads(n);
         let cdx = dx_other.as_ref().and_then(|t| code(t.dtype())).unwrap_or(0);
         let mut a = Args::new();
-        a.push(gp).push(hp).push(mp).push(rp).push(ptr(op, &w)?).push(ptr(op, &dh)?).push(ptr(op, &dx_other)?).push(cdx).push(n as i64);
+        a.push(gp).push(hp).push(mp).push(rp).push(ptr(op, &w)?).push(ptr(op, &gh)?).push(ptr(op, &dh)?).push(ptr(op, &dx_other)?).push(cdx).push(n as i64);
         launch(&dev, op, f, (rows as u32, 1, 1), (threads, 1, 1), 0, &mut a)?;
     }
     if need.w || need.lnb || need.bias.is_some() {

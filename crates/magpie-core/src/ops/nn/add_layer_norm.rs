@@ -23,7 +23,46 @@ use crate::{Error, Result};
 /// assert_eq!(y.shape(), &[2, 2]);
 /// ```
 pub fn add_layer_norm(x: &Tensor, residual: &Tensor, bias: Option<&Tensor>, normalized_shape: &[i64], weight: Option<&Tensor>, ln_bias: Option<&Tensor>, eps: f64) -> Result<Tensor> {
-    let op = "add_layer_norm";
+    Ok(add_ln("add_layer_norm", x, residual, bias, normalized_shape, weight, ln_bias, eps, false)?.0)
+}
+
+/// `(layer_norm(h, ...), h)` with `h = x + bias + residual`: [`add_layer_norm`] that also
+/// returns the sum, for a pre-LayerNorm transformer whose residual stream goes on past the norm
+/// (GPT-2: the attention's or the MLP's projection without its bias, the bias, the residual
+/// stream, and the next sublayer's LayerNorm). Dtypes, autocast behaviour and gradients are
+/// those of the composite [`add_layer_norm_residual_composite`]; `h` has the dtype of
+/// `(x + bias) + residual`.
+///
+/// ```
+/// use magpie_core::ops::nn::add_layer_norm::add_layer_norm_residual;
+/// use magpie_core::Tensor;
+/// let x = Tensor::from_vec(vec![1f32, 2., 3., 4.], &[2, 2]).unwrap();
+/// let r = Tensor::from_vec(vec![0f32, 1., 0., 1.], &[2, 2]).unwrap();
+/// let b = Tensor::from_vec(vec![0.5f32, -0.5], &[2]).unwrap();
+/// let (y, h) = add_layer_norm_residual(&x, &r, Some(&b), &[2], None, None, 1e-5).unwrap();
+/// assert_eq!(h.to_vec::<f32>().unwrap(), vec![1.5, 2.5, 3.5, 4.5]);
+/// assert_eq!(y.shape(), &[2, 2]);
+/// ```
+pub fn add_layer_norm_residual(x: &Tensor, residual: &Tensor, bias: Option<&Tensor>, normalized_shape: &[i64], weight: Option<&Tensor>, ln_bias: Option<&Tensor>, eps: f64) -> Result<(Tensor, Tensor)> {
+    let (y, h) = add_ln("add_layer_norm_residual", x, residual, bias, normalized_shape, weight, ln_bias, eps, true)?;
+    let h = h.ok_or_else(|| Error::value("add_layer_norm_residual", "the sum was not kept"))?;
+    Ok((y, h))
+}
+
+/// The composite of [`add_layer_norm_residual`]: `h = (x + bias) + residual` and
+/// `native_layer_norm(h, ...)` with tensor ops.
+pub fn add_layer_norm_residual_composite(x: &Tensor, residual: &Tensor, bias: Option<&Tensor>, normalized_shape: &[i64], weight: Option<&Tensor>, ln_bias: Option<&Tensor>, eps: f64) -> Result<(Tensor, Tensor)> {
+    let h = match bias {
+        Some(b) => x.add(b)?,
+        None => x.clone(),
+    }
+    .add(residual)?;
+    Ok((super::norm::native_layer_norm(&h, normalized_shape, weight, ln_bias, eps)?.0, h))
+}
+
+/// Both ops: the checks, the CUDA path, else the composite; `keep_h` returns the sum too.
+#[allow(clippy::too_many_arguments)]
+fn add_ln(op: &'static str, x: &Tensor, residual: &Tensor, bias: Option<&Tensor>, normalized_shape: &[i64], weight: Option<&Tensor>, ln_bias: Option<&Tensor>, eps: f64, keep_h: bool) -> Result<(Tensor, Option<Tensor>)> {
     let _prof = crate::profiler::op_opt(op, &[Some(x), Some(residual), bias, weight, ln_bias]);
     if residual.shape() != x.shape() {
         return Err(Error::shape(op, format!("residual of shape {:?} must have the input's shape {:?}", residual.shape(), x.shape())));
@@ -42,10 +81,14 @@ pub fn add_layer_norm(x: &Tensor, residual: &Tensor, bias: Option<&Tensor>, norm
         super::util::check_float(op, t)?;
     }
     #[cfg(feature = "cuda")]
-    if let Some(y) = cuda_path::add_layer_norm_cuda(x, residual, bias, k, weight, ln_bias, eps)? {
-        return Ok(y);
+    if let Some(out) = cuda_path::add_layer_norm_cuda(x, residual, bias, k, weight, ln_bias, eps, keep_h)? {
+        return Ok(out);
     }
-    add_layer_norm_composite(x, residual, bias, normalized_shape, weight, ln_bias, eps)
+    if keep_h {
+        let (y, h) = add_layer_norm_residual_composite(x, residual, bias, normalized_shape, weight, ln_bias, eps)?;
+        return Ok((y, Some(h)));
+    }
+    Ok((add_layer_norm_composite(x, residual, bias, normalized_shape, weight, ln_bias, eps)?, None))
 }
 
 /// The composite: `native_layer_norm((x + bias) + residual, ...)` with tensor ops (autograd and
@@ -71,8 +114,10 @@ mod cuda_path {
         matches!(dt, DType::BF16 | DType::F16)
     }
 
-    /// The fused path: None where it does not apply (mixed parameter dtypes, other devices).
-    pub(super) fn add_layer_norm_cuda(x: &Tensor, residual: &Tensor, bias: Option<&Tensor>, k: usize, w: Option<&Tensor>, lnb: Option<&Tensor>, eps: f64) -> Result<Option<Tensor>> {
+    /// The fused path: None where it does not apply (mixed parameter dtypes, other devices, a
+    /// kept sum whose dtype is not the norm's).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn add_layer_norm_cuda(x: &Tensor, residual: &Tensor, bias: Option<&Tensor>, k: usize, w: Option<&Tensor>, lnb: Option<&Tensor>, eps: f64, keep_h: bool) -> Result<Option<(Tensor, Option<Tensor>)>> {
         let dev = x.device();
         if !dev.is_cuda() || [Some(residual), bias, w, lnb].into_iter().flatten().any(|t| t.device() != dev) {
             return Ok(None);
@@ -86,7 +131,7 @@ mod cuda_path {
         // parameters of the normalized dtype only
         let autocast_f32 = amp::is_autocast_enabled(dev) && amp::policy("layer_norm", DeviceKind::Cuda) == Some(Policy::Fp32);
         let out = if autocast_f32 && half(hd) { DType::F32 } else { hd };
-        if [w, lnb].into_iter().flatten().any(|p| p.dtype() != out) {
+        if [w, lnb].into_iter().flatten().any(|p| p.dtype() != out) || keep_h && hd != out {
             return Ok(None);
         }
         let n: usize = x.shape()[x.ndim() - k..].iter().product();
@@ -97,15 +142,23 @@ mod cuda_path {
         inputs.extend(w);
         inputs.extend(lnb);
         if !inputs.iter().any(|t| t.requires_grad()) || !autograd::is_grad_enabled() {
-            return Ok(Some(o.y));
+            return Ok(Some((o.y, keep_h.then_some(o.h))));
         }
         let (sx, sr) = (Saved::new("add_layer_norm", x), Saved::new("add_layer_norm", residual));
         let sb = bias.map(|b| Saved::new("add_layer_norm", b));
         let sw = w.map(|w| Saved::new("add_layer_norm", w));
-        let (h, mean, rstd) = (o.h, o.mean, o.rstd);
+        // a kept h is an output of the node: saved detached (no cycle through its grad_fn), with
+        // its version checked as any saved tensor's
+        let h_out = keep_h.then(|| o.h.clone());
+        let sh = Saved::new("add_layer_norm", &o.h.detach());
+        let (mean, rstd) = (o.mean, o.rstd);
+        let outputs: Vec<Tensor> = std::iter::once(o.y.clone()).chain(h_out.clone()).collect();
         let (has_b, has_w, has_lnb) = (bias.is_some(), w.is_some(), lnb.is_some());
         let (xdt, rdt, bdt) = (x.dtype(), residual.dtype(), bias.map(|b| b.dtype()));
-        autograd::record("AddLayerNorm", &inputs, std::slice::from_ref(&o.y), move |ctx, gr| {
+        let name = if keep_h { "AddLayerNormResidual" } else { "AddLayerNorm" };
+        autograd::record(name, &inputs, &outputs, move |ctx, gr| {
+            let h = sh.get()?;
+            let gh = if keep_h { gr.get(1) } else { None };
             let ib = 2;
             let iw = ib + has_b as usize;
             let il = iw + has_w as usize;
@@ -118,7 +171,7 @@ mod cuda_path {
             let mut grads: Option<add_norm::AddNormGrads> = None;
             if !autograd::is_grad_enabled() {
                 let need = AddNormNeeds { x: need_x.then_some(xdt), residual: need_r.then_some(rdt), bias: if need_b { bdt } else { None }, w: need_w, lnb: need_l };
-                grads = add_norm::backward(&gr[0], &h, &mean, &rstd, w.as_ref(), n, need)?;
+                grads = add_norm::backward(&gr[0], gh, &h, &mean, &rstd, w.as_ref(), n, need)?;
             }
             let g = match grads {
                 Some(g) => g,
@@ -133,6 +186,10 @@ mod cuda_path {
                     let hh = hx.add(&r)?.to_dtype(out)?;
                     let (dh, dw, dl) = super::super::layer_norm::composite_backward(&gr[0], &hh, w.as_ref(), k, eps, true, need_w || need_l)?;
                     let dh = dh.ok_or_else(|| crate::Error::value("add_layer_norm", "no gradient of the normalized input"))?;
+                    let dh = match gh {
+                        Some(gh) => dh.add(gh)?,
+                        None => dh,
+                    };
                     let lead: Vec<i64> = (0..x.ndim() - k).map(|d| d as i64).collect();
                     let db = match (need_b, &b) {
                         (true, Some(b)) => Some(if lead.is_empty() { dh.clone() } else { dh.sum_dims(Some(&lead), false, None)? }.to_dtype(b.dtype())?),
@@ -163,6 +220,6 @@ mod cuda_path {
             }
             Ok(res)
         });
-        Ok(Some(o.y))
+        Ok(Some((o.y, h_out)))
     }
 }

@@ -35,7 +35,7 @@ pub mod pool_backward;
 pub(crate) mod resample;
 pub(crate) mod util;
 
-pub use add_layer_norm::add_layer_norm;
+pub use add_layer_norm::{add_layer_norm, add_layer_norm_residual};
 pub use antialias::upsample_aa;
 pub use attention::scaled_dot_product_attention;
 pub use attention_lse::sdpa_with_lse;

@@ -4,7 +4,7 @@
 // T serves every mix that autocast hands over (a bf16 projection, a float32 residual):
 //   h = round_h(round_xb(x + bias) + residual)          (the composite's roundings)
 //   y = (h - mean(h)) * rstd * w + lnb                 (add_ln_fwd, a block per row; h saved)
-//   dh = rstd * (gw - mean(gw) - hhat * mean(gw * hhat)), gw = g * w   (add_ln_bwd_dx)
+//   dh = rstd * (gw - mean(gw) - hhat * mean(gw * hhat)) (+ gh), gw = g * w   (add_ln_bwd_dx)
 //   dw = sum g * hhat, dlnb = sum g, dbias = sum dh    (add_ln_bwd_cols, 32 columns a block;
 //                                                      rows split over blocks, add_ln_bwd_fin)
 // Rows of up to AL_MAXK * blockDim.x elements are held in registers (read once, written once);
@@ -118,10 +118,12 @@ extern "C" __global__ void __launch_bounds__(1024) add_ln_fwd(const void* __rest
     }
 }
 
-// dh (dtype T, or null) and dx (dtype code cdx, or null) of one row per block.
+// dh (dtype T, or null) and dx (dtype code cdx, or null) of one row per block. gh (dtype T, or
+// null): a gradient of h itself (h also an output, a pre-LayerNorm residual stream), added to
+// the norm's gradient after its rounding to T, as the composite's sum of the two gradients.
 extern "C" __global__ void __launch_bounds__(1024) add_ln_bwd_dx(const T* __restrict__ g, const T* __restrict__ h, const T* __restrict__ mean,
-                                                                 const T* __restrict__ rstd, const T* __restrict__ w, T* __restrict__ dh,
-                                                                 void* __restrict__ dx, int cdx, i64 n) {
+                                                                 const T* __restrict__ rstd, const T* __restrict__ w, const T* __restrict__ gh,
+                                                                 T* __restrict__ dh, void* __restrict__ dx, int cdx, i64 n) {
     __shared__ A sm[32];
     const i64 r = blockIdx.x, o = r * n;
     const A mu = Ty<T>::ld(mean[r]), rs = Ty<T>::ld(rstd[r]);
@@ -148,7 +150,8 @@ extern "C" __global__ void __launch_bounds__(1024) add_ln_bwd_dx(const T* __rest
         for (int k = 0; k < AL_MAXK; k++) {
             const i64 i = threadIdx.x + (i64)k * blockDim.x;
             if (i < n) {
-                const A d = rs * (gw[k] - a - hh[k] * b);
+                A d = rs * (gw[k] - a - hh[k] * b);
+                if (gh) d = Ty<T>::ld(Ty<T>::st(d)) + Ty<T>::ld(gh[o + i]);
                 if (dh) dh[o + i] = Ty<T>::st(d);
                 if (dx) st_any(dx, o + i, cdx, Ty<T>::ld(Ty<T>::st(d)));
             }
@@ -171,6 +174,7 @@ extern "C" __global__ void __launch_bounds__(1024) add_ln_bwd_dx(const T* __rest
         if (w) gw *= Ty<T>::ld(w[i]);
         A hh = (Ty<T>::ld(h[o + i]) - mu) * rs;
         A d = rs * (gw - a - hh * b);
+        if (gh) d = Ty<T>::ld(Ty<T>::st(d)) + Ty<T>::ld(gh[o + i]);
         if (dh) dh[o + i] = Ty<T>::st(d);
         if (dx) st_any(dx, o + i, cdx, Ty<T>::ld(Ty<T>::st(d)));
     }

@@ -47,47 +47,53 @@ extern "C" __global__ void take_rows(const T* __restrict__ w, T* __restrict__ ou
 // the positions by row so that the second reads only the hits of its row (the n_indices x
 // n_rows scan of a one-pass kernel is gone).
 //
-// Step 1, one block of 1024 threads: a stable counting sort of the positions by index.
+// Step 1 for many indices, in two launches: a stable counting sort of the positions by index.
 // cnt[r] = hits of row r; off[r] = their exclusive prefix sum (off[rows] = hits in range);
-// pos[off[idx[k]] + rank[k]] = k, where rank[k] counts the earlier positions with the same index
-// (found chunk by chunk: 1024 indices in shared memory, each thread counts the equal ones before
-// and after its own; the last of a group advances the row's count). Out-of-range indices are
-// dropped (the forward reported them). All scratch arrays are int32.
-extern "C" __global__ void __launch_bounds__(1024) embedding_bwd_plan(const i64* __restrict__ idx, int nidx, int rows, int* cnt, int* off,
-                                                                      int* rank, int* pos) {
+// pos[off[idx[k]] + rank[k]] = k, where rank[k] counts the earlier positions with the same index.
+// Out-of-range indices are dropped (the forward reported them). All scratch arrays are int32.
+//
+// embedding_bwd_rank, one thread a position over many blocks: the thread counts the positions
+// with its index before and after its own (all indices staged 1024 at a time in shared memory,
+// read as broadcasts); rank[k] = those before, and the last position of an index writes its
+// row's count. Each count has one writer, so no atomics; cnt starts zeroed (the host's memset).
+extern "C" __global__ void __launch_bounds__(256) embedding_bwd_rank(const i64* __restrict__ idx, int nidx, int rows, int* cnt, int* rank) {
     __shared__ int vals[1024];
+    const int k = blockIdx.x * blockDim.x + threadIdx.x;
+    int mine = -1;
+    if (k < nidx) {
+        const i64 x = idx[k];
+        mine = (x >= 0 && x < rows) ? (int)x : -1;
+    }
+    int before = 0, after = 0;
+    for (int c0 = 0; c0 < nidx; c0 += 1024) {
+        const int nc = min(1024, nidx - c0);
+        __syncthreads();
+        for (int j = threadIdx.x; j < nc; j += blockDim.x) {
+            const i64 x = idx[c0 + j];
+            vals[j] = (x >= 0 && x < rows) ? (int)x : -1;
+        }
+        __syncthreads();
+        if (mine >= 0) {
+            for (int j = 0; j < nc; j++) {
+                const int same = vals[j] == mine;
+                before += same & (c0 + j < k);
+                after += same & (c0 + j > k);
+            }
+        }
+    }
+    if (mine >= 0) {
+        rank[k] = before;
+        if (after == 0) cnt[mine] = before + 1;
+    }
+}
+
+// embedding_bwd_offsets, one block of 1024 threads: off = the exclusive prefix sum of cnt (a
+// contiguous segment of rows per thread, scanned across the block), then each position's slot.
+extern "C" __global__ void __launch_bounds__(1024) embedding_bwd_offsets(const i64* __restrict__ idx, int nidx, int rows,
+                                                                         const int* __restrict__ cnt, int* off, const int* __restrict__ rank,
+                                                                         int* pos) {
     __shared__ int wsum[32];
     const int t = threadIdx.x, lane = t & 31, w = t >> 5;
-    for (int r = t; r < rows; r += 1024) cnt[r] = 0;
-    __syncthreads();
-    for (int k0 = 0; k0 < nidx; k0 += 1024) {
-        const int k = k0 + t;
-        int v = -1;
-        if (k < nidx) {
-            const i64 x = idx[k];
-            v = (x >= 0 && x < rows) ? (int)x : -1;
-        }
-        vals[t] = v;
-        __syncthreads();
-        int before = 0, after = 0, base = 0;
-        if (v >= 0) {
-            const int n = min(1024, nidx - k0);
-            for (int j = 0; j < n; j++) {
-                if (vals[j] == v) {
-                    before += j < t;
-                    after += j > t;
-                }
-            }
-            base = cnt[v];
-        }
-        __syncthreads();  // every read of cnt before this chunk's writes
-        if (v >= 0) {
-            rank[k] = base + before;
-            if (after == 0) cnt[v] = base + before + 1;
-        }
-        __syncthreads();
-    }
-    // exclusive prefix sum of cnt: a contiguous segment of rows per thread, scanned across the block
     const int per = (rows + 1023) / 1024;
     const int r0 = min(rows, t * per), r1 = min(rows, r0 + per);
     int s = 0;
@@ -127,7 +133,7 @@ extern "C" __global__ void __launch_bounds__(1024) embedding_bwd_plan(const i64*
 // and for i < nidx its own position's slot, off[idx[i]] + (earlier positions with the same
 // index), which it writes into pos. Each thread scans all indices (staged 1024 at a time in
 // shared memory, read as broadcasts), so the work is (rows + nidx) x nidx comparisons with no
-// dependence between threads; off and pos are the one-block plan's, value for value.
+// dependence between threads; off and pos are those of the two-launch plan above, value for value.
 extern "C" __global__ void __launch_bounds__(256) embedding_bwd_plan_small(const i64* __restrict__ idx, int nidx, int rows, int* off,
                                                                           int* pos) {
     __shared__ int vals[1024];

@@ -89,13 +89,40 @@ extern "C" __global__ void __launch_bounds__(1024) ce_fwd_f32(const T* __restric
     float m = ninf, s = 0;
     i64 done = 0;
     if (vec) {
+        // two loads in flight a thread; each group of 8 moves the running maximum at most once
+        // (one branch a group, not one a value); groups holding no finite value (all -inf, +inf
+        // or NaN) take the value-by-value update, which keeps their counting rules
         const i64 groups = c / 8;
         const uint4* xv = reinterpret_cast<const uint4*>(xr);
-        for (i64 i = threadIdx.x; i < groups; i += blockDim.x) {
-            const uint4 u = xv[i];
-            const T* e = reinterpret_cast<const T*>(&u);
+        const i64 step = blockDim.x;
+        for (i64 i = threadIdx.x; i < groups; i += 2 * step) {
+            uint4 u[2];
+            u[0] = xv[i];
+            const bool two = i + step < groups;
+            if (two) u[1] = xv[i + step];
 #pragma unroll
-            for (int q = 0; q < 8; q++) ce_online((float)Ty<T>::ld(e[q]), m, s, ninf);
+            for (int h = 0; h < 2; h++) {
+                if (h == 1 && !two) break;
+                const T* e = reinterpret_cast<const T*>(&u[h]);
+                float v[8];
+                float gm = ninf;
+#pragma unroll
+                for (int q = 0; q < 8; q++) {
+                    v[q] = (float)Ty<T>::ld(e[q]);
+                    gm = fmaxf(gm, v[q]);
+                }
+                if (gm > ninf && gm < pinf) {
+                    if (gm > m) {
+                        s = m == ninf ? 0.0f : s * m_exp(m - gm);
+                        m = gm;
+                    }
+#pragma unroll
+                    for (int q = 0; q < 8; q++) s += m_exp(v[q] - m);
+                } else {
+#pragma unroll
+                    for (int q = 0; q < 8; q++) ce_online(v[q], m, s, ninf);
+                }
+            }
         }
         done = groups * 8;
     }
@@ -133,9 +160,50 @@ extern "C" __global__ void __launch_bounds__(1024) ce_fwd_f32(const T* __restric
 // gives). A 2-d grid (rows by column chunks) so that no thread divides by c. `vec`: x and dx
 // rows start 16-byte aligned and ld >= old (both multiples of 8): 8 values per load and store
 // (the columns from c to old of x are read, not used).
+// Eight gradients of ce_bwd_f32 from eight logits starting at column j0.
+__device__ __forceinline__ uint4 ce_bwd8(uint4 u, i64 j0, i64 ti, bool ign, float sc, float l, i64 c) {
+    const T* e = reinterpret_cast<const T*>(&u);
+    uint4 o;
+    T* oe = reinterpret_cast<T*>(&o);
+#pragma unroll
+    for (int q = 0; q < 8; q++) {
+        const i64 j = j0 + q;
+        const float p = m_exp((float)Ty<T>::ld(e[q]) - l);
+        oe[q] = Ty<T>::st((ign || j >= c) ? 0.0f : (p - (j == ti ? 1.0f : 0.0f)) * sc);
+    }
+    return o;
+}
+
 extern "C" __global__ void ce_bwd_f32(const T* __restrict__ x, const i64* __restrict__ t, const float* __restrict__ lse, const float* __restrict__ g,
                                       i64 gstride, const float* __restrict__ count, T* __restrict__ dx, i64 rows, i64 c, i64 ld, i64 old,
                                       i64 ignore_index, int vec) {
+    if (vec) {
+        // two rows an iteration, both loads issued before the exponentials
+        const float cn = count ? count[0] : 1.0f;
+        for (i64 r = blockIdx.y; r < rows; r += 2 * (i64)gridDim.y) {
+            const i64 r2 = r + gridDim.y;
+            const bool two = r2 < rows;
+            const i64 ta = t[r], tb = two ? t[r2] : 0;
+            float sa = g[r * gstride], sb = two ? g[r2 * gstride] : 0.0f;
+            if (count) {
+                sa = sa / cn;
+                sb = sb / cn;
+            }
+            const float la = lse[r], lb = two ? lse[r2] : 0.0f;
+            const uint4* xa = reinterpret_cast<const uint4*>(x + r * ld);
+            const uint4* xb = reinterpret_cast<const uint4*>(x + r2 * ld);
+            uint4* da = reinterpret_cast<uint4*>(dx + r * old);
+            uint4* db = reinterpret_cast<uint4*>(dx + r2 * old);
+            for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < old / 8; i += (i64)gridDim.x * blockDim.x) {
+                const uint4 ua = xa[i];
+                uint4 ub;
+                if (two) ub = xb[i];
+                da[i] = ce_bwd8(ua, i * 8, ta, ta == ignore_index, sa, la, c);
+                if (two) db[i] = ce_bwd8(ub, i * 8, tb, tb == ignore_index, sb, lb, c);
+            }
+        }
+        return;
+    }
     for (i64 r = blockIdx.y; r < rows; r += gridDim.y) {
         const i64 ti = t[r];
         const bool ign = ti == ignore_index;
@@ -144,24 +212,6 @@ extern "C" __global__ void ce_bwd_f32(const T* __restrict__ x, const i64* __rest
         const float l = lse[r];
         const T* xr = x + r * ld;
         T* dr = dx + r * old;
-        if (vec) {
-            const uint4* xv = reinterpret_cast<const uint4*>(xr);
-            uint4* dv = reinterpret_cast<uint4*>(dr);
-            for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < old / 8; i += (i64)gridDim.x * blockDim.x) {
-                const uint4 u = xv[i];
-                const T* e = reinterpret_cast<const T*>(&u);
-                uint4 o;
-                T* oe = reinterpret_cast<T*>(&o);
-#pragma unroll
-                for (int q = 0; q < 8; q++) {
-                    const i64 j = i * 8 + q;
-                    const float p = m_exp((float)Ty<T>::ld(e[q]) - l);
-                    oe[q] = Ty<T>::st((ign || j >= c) ? 0.0f : (p - (j == ti ? 1.0f : 0.0f)) * sc);
-                }
-                dv[i] = o;
-            }
-            continue;
-        }
         for (i64 j = (i64)blockIdx.x * blockDim.x + threadIdx.x; j < old; j += (i64)gridDim.x * blockDim.x) {
             if (j >= c) {
                 dr[j] = Ty<T>::st(0.0f);
