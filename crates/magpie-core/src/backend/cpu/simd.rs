@@ -80,6 +80,36 @@ pub fn fmadd<const F: bool>(a: f32, b: f32, c: f32) -> f32 {
 #[macro_export]
 #[doc(hidden)]
 macro_rules! simd_kernel {
+    // `no_avx512;` first: only the AVX2 + FMA and baseline variants, for kernels that measured
+    // slower with AVX-512 (strided streams: each 64-byte load of a 16-byte-aligned row spans two
+    // cache lines)
+    (no_avx512; $(#[$m:meta])* $vis:vis fn $name:ident($($arg:ident : $ty:ty),* $(,)?) $(-> $ret:ty)? $body:block) => {
+        $(#[$m])*
+        #[allow(clippy::too_many_arguments)]
+        $vis fn $name($($arg: $ty),*) $(-> $ret)? {
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx2,fma")]
+                #[allow(clippy::too_many_arguments)]
+                unsafe fn avx2($($arg: $ty),*) $(-> $ret)? {
+                    #[allow(dead_code)]
+                    const FMA: bool = true;
+                    $body
+                }
+                if $crate::backend::cpu::simd::level() >= 1 {
+                    // SAFETY: `level` is 1 or more only when the CPU has AVX2 and FMA.
+                    return unsafe { avx2($($arg),*) };
+                }
+            }
+            #[allow(clippy::too_many_arguments)]
+            fn base($($arg: $ty),*) $(-> $ret)? {
+                #[allow(dead_code)]
+                const FMA: bool = false;
+                $body
+            }
+            base($($arg),*)
+        }
+    };
     ($(#[$m:meta])* $vis:vis fn $name:ident($($arg:ident : $ty:ty),* $(,)?) $(-> $ret:ty)? $body:block) => {
         $(#[$m])*
         #[allow(clippy::too_many_arguments)]
