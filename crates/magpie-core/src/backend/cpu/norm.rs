@@ -4,7 +4,7 @@
 //! parallel groups under the best SIMD level; the weight and bias gradients are per-task
 //! partial column sums added at the end. Reference: the composite in `ops/nn/norm.rs`.
 
-use super::rows::{sum_f32, PAR_MIN};
+use super::rows::{sum_f32_wide, PAR_MIN};
 use rayon::prelude::*;
 
 /// Rows per parallel task for rows of `n` elements.
@@ -39,7 +39,7 @@ fn sq_dev(x: &[f32], m: f32) -> f32 {
 #[inline(always)]
 fn fwd_row(x: &[f32], y: &mut [f32], w: Option<&[f32]>, b: Option<&[f32]>, eps: f32) -> (f32, f32) {
     let n = x.len() as f32;
-    let mean = sum_f32(x) / n;
+    let mean = sum_f32_wide(x) / n;
     let var = sq_dev(x, mean) / n;
     let rstd = 1.0 / (var + eps).sqrt();
     match (w, b) {
