@@ -71,12 +71,13 @@ pub fn fmadd<const F: bool>(a: f32, b: f32, c: f32) -> f32 {
 
 /// Defines `fn name(args) -> ret { body }` compiled three times: for AVX-512 (F, VL, BW, DQ;
 /// flat loops then run 16 lanes wide with 32 registers), for AVX2 with FMA, and for the
-/// baseline; the best one the CPU has is taken at run time ([`level`]; `MAGPIE_SIMD` caps it). Unlike [`with_best`], whose closure LLVM may decline to inline into the AVX2 context
-/// when it is large (it then runs 4 lanes wide or scalar), the body here *is* the function of
-/// each variant, and `#[inline(always)]` helpers it calls are inlined into it. Each variant
-/// defines a constant `FMA` (true where the CPU has fused multiply-add) that the body passes to
-/// helpers taking `<const F: bool>` (see [`fmadd`]); the other variants give the same results
-/// as the baseline.
+/// baseline; the best one the CPU has is taken at run time ([`level`]; `MAGPIE_SIMD` caps it).
+/// Unlike [`with_best`], whose closure LLVM may decline to inline into the AVX2 context when it
+/// is large (it then runs 4 lanes wide or scalar), the body here *is* the function of each
+/// variant, and `#[inline(always)]` helpers it calls are inlined into it. Each variant defines a
+/// constant `FMA` (true where the CPU has fused multiply-add) that the body passes to helpers
+/// taking `<const F: bool>` (see [`fmadd`]); apart from those fused operations, every variant
+/// gives the baseline's results (LLVM does not reassociate float arithmetic).
 #[macro_export]
 #[doc(hidden)]
 macro_rules! simd_kernel {
