@@ -19,6 +19,7 @@ const ROUND: f32 = 12_582_912.0;
 /// right), and `n`.
 /// `F`: multiply-adds fused (see `simd::fmadd`; same formula, fewer roundings).
 #[inline(always)]
+#[allow(clippy::manual_clamp)] // NaN becomes -104 here (never a panic); callers select NaN after
 fn exp_reduce<const F: bool>(x: f32) -> (f32, f32, f32, i32) {
     let xc = x.max(-104.0).min(88.722_84);
     let t = fmadd::<F>(xc, LOG2E, ROUND);
@@ -29,7 +30,7 @@ fn exp_reduce<const F: bool>(x: f32) -> (f32, f32, f32, i32) {
     p = fmadd::<F>(p, r, 8.333_452e-3);
     p = fmadd::<F>(p, r, 4.166_579_6e-2);
     p = fmadd::<F>(p, r, 1.666_666_5e-1);
-    p = fmadd::<F>(p, r, 5.000_000_1e-1);
+    p = fmadd::<F>(p, r, 0.5); // Cephes' 5.0000001e-1, which is 0.5 in f32
     let q = if F { fmadd::<F>(p, r * r, r) } else { p * r * r + r };
     // n sits in the low mantissa bits of t (t's bits are ROUND's plus n): no float-to-int convert
     let ni = t.to_bits() as i32 - 0x4B40_0000;
