@@ -344,3 +344,21 @@ fn linear_thread_splits_match_reference() {
         });
     }
 }
+
+/// The kernels' narrower SIMD variants (AVX2 with FMA, and the baseline) give the same answers:
+/// this binary's other tests exercise the widest variant the CPU has; here they run again in a
+/// child process per variant, with `MAGPIE_SIMD` capping the level (read once per process).
+#[test]
+fn narrower_simd_variants_match_f64() {
+    if std::env::var("MAGPIE_SIMD").is_ok() {
+        return; // a child: the variant under test is already set
+    }
+    let exe = std::env::current_exe().unwrap();
+    for level in ["avx2", "base"] {
+        for t in ["softmax_and_log_softmax_match_f64", "layer_norm_matches_composite", "cross_entropy_matches_composite", "gelu_matches_f64", "sums_match_f64"] {
+            let out = std::process::Command::new(&exe).args([t, "--exact", "--test-threads=1"]).env("MAGPIE_SIMD", level).output().unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(out.status.success() && text.contains("1 passed"), "{t} with MAGPIE_SIMD={level}:\n{text}\n{}", String::from_utf8_lossy(&out.stderr));
+        }
+    }
+}

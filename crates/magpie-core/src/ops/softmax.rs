@@ -141,6 +141,8 @@ fn forward(x: &Tensor, dim: usize, kind: Kind) -> Result<Tensor> {
             if x.ndim() > 0 && dim + 1 == x.ndim() && x.device() == Device::Cpu && n > 0 {
                 // rows of the last dim: blocks of rows through the SIMD kernel, in parallel
                 let mut out = vec![0f32; x.numel()];
+                // (a large zeroed block is a fresh mapping not yet touched: huge pages still apply)
+                crate::storage::advise_huge_pages(&mut out);
                 cpu::read(x, |xs: &[f32]| rows::par_rows(&mut out, n, n, |r0, o| rows::softmax_rows(&xs[r0 * n..r0 * n + o.len()], o, n, log)))?;
                 return Tensor::from_vec(out, x.shape());
             }
@@ -172,6 +174,7 @@ fn fused_grad(g: &Tensor, y: &Tensor, dim: usize, log: bool) -> Result<Option<Te
         return Ok(None);
     }
     let mut out = vec![0f32; y.numel()];
+    crate::storage::advise_huge_pages(&mut out);
     cpu::read(g, |gv: &[f32]| {
         cpu::read(y, |yv: &[f32]| {
             rows::par_rows(&mut out, n, n, |r0, o| {

@@ -2,6 +2,7 @@
 
 mod cpu;
 mod heap;
+pub(crate) use heap::advise_huge_pages;
 mod mapped;
 
 pub use cpu::CpuStorage;

@@ -145,7 +145,7 @@ fn block(d: &Dims, r0: usize) -> (usize, usize) {
 #[inline(always)]
 fn exp_row(sc: &[f32], shift: f32, nv: usize, p: &mut [f32]) -> f32 {
     p[nv..].fill(0.0);
-    exp_sum(&sc[..nv], shift, Some(&mut p[..nv]))
+    exp_sum::<false>(&sc[..nv], shift, Some(&mut p[..nv]))
 }
 
 crate::simd_kernel! {

@@ -26,6 +26,7 @@ const CHUNK: usize = 1 << 14;
 /// initializing the memory first.
 fn fill<O: Element>(n: usize, f: impl Fn(usize, &mut [MaybeUninit<O>]) + Sync + Send) -> Vec<O> {
     let mut out: Vec<O> = Vec::with_capacity(n);
+    crate::storage::advise_huge_pages(&mut out);
     let spare = &mut out.spare_capacity_mut()[..n];
     if n < PAR_MIN {
         super::simd::with_best(|| f(0, spare));

@@ -93,6 +93,7 @@ fn native<T: Element>(a: &Tensor, b: &Tensor, m: usize, k: usize, n: usize, out_
     // Uninitialised output (no memset of a buffer gemm overwrites anyway): written through
     // raw pointers only, and its length set once every product has run.
     let mut out: Vec<T> = Vec::with_capacity(len);
+    crate::storage::advise_huge_pages(&mut out);
     let po = out.as_mut_ptr() as usize;
     let ga = a.storage().read();
     // One read guard when both operands share storage (`x @ x.mT`).

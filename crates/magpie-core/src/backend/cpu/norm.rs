@@ -4,7 +4,7 @@
 //! parallel groups under the best SIMD level; the weight and bias gradients are per-task
 //! partial column sums added at the end. Reference: the composite in `ops/nn/norm.rs`.
 
-use super::rows::{sum_f32, PAR_MIN};
+use super::rows::{sum_f32_wide, PAR_MIN};
 use rayon::prelude::*;
 
 /// Rows per parallel task for rows of `n` elements.
@@ -12,19 +12,24 @@ fn rows_per_task(n: usize) -> usize {
     ((1 << 14) / n.max(1)).max(1)
 }
 
-/// Sum of squared deviations from `m`, 8 lanes.
+/// Sum of squared deviations from `m`.
 #[inline(always)]
 fn sq_dev(x: &[f32], m: f32) -> f32 {
-    let mut acc = [0f32; 8];
-    let c = x.chunks_exact(8);
+    // 16 lanes: one AVX-512 register or two AVX2 ones
+    let mut acc = [0f32; 16];
+    let c = x.chunks_exact(16);
     let r = c.remainder();
     for v in c {
-        for k in 0..8 {
+        for k in 0..16 {
             let d = v[k] - m;
             acc[k] += d * d;
         }
     }
-    let mut s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    let mut a = [0f32; 8];
+    for k in 0..8 {
+        a[k] = acc[k] + acc[8 + k];
+    }
+    let mut s = ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
     for &v in r {
         s += (v - m) * (v - m);
     }
@@ -34,7 +39,7 @@ fn sq_dev(x: &[f32], m: f32) -> f32 {
 #[inline(always)]
 fn fwd_row(x: &[f32], y: &mut [f32], w: Option<&[f32]>, b: Option<&[f32]>, eps: f32) -> (f32, f32) {
     let n = x.len() as f32;
-    let mean = sum_f32(x) / n;
+    let mean = sum_f32_wide(x) / n;
     let var = sq_dev(x, mean) / n;
     let rstd = 1.0 / (var + eps).sqrt();
     match (w, b) {

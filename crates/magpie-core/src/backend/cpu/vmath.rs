@@ -2,6 +2,8 @@
 //! `expf` is an opaque call per element). Accuracy is within 2 ulp of the correctly rounded
 //! result over the whole range (tested against f64 below).
 
+use super::simd::fmadd;
+
 const LOG2E: f32 = std::f32::consts::LOG2_E;
 /// ln 2 split in a high part exact in few bits and a low correction (Cody-Waite reduction).
 const LN2_HI: f32 = 0.693_359_4;
@@ -15,15 +17,21 @@ const ROUND: f32 = 12_582_912.0;
 /// The common part of [`expf`] and [`expm1f`]: with `x = n ln2 + r` (x clamped to expf's range),
 /// `e^r - 1` as `r + r^2 p(r)`, and `2^n` as two factors (so that subnormal results come out
 /// right), and `n`.
+/// `F`: multiply-adds fused (see `simd::fmadd`; same formula, fewer roundings).
 #[inline(always)]
-fn exp_reduce(x: f32) -> (f32, f32, f32, i32) {
+#[allow(clippy::manual_clamp)] // NaN becomes -104 here (never a panic); callers select NaN after
+fn exp_reduce<const F: bool>(x: f32) -> (f32, f32, f32, i32) {
     let xc = x.max(-104.0).min(88.722_84);
-    let t = xc * LOG2E + ROUND;
+    let t = fmadd::<F>(xc, LOG2E, ROUND);
     let n = t - ROUND;
-    let r = xc - n * LN2_HI - n * LN2_LO;
-    let p = ((((1.987_569_1e-4 * r + 1.398_2e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r + 1.666_666_5e-1) * r
-        + 5.000_000_1e-1;
-    let q = p * r * r + r;
+    let r = if F { fmadd::<F>(-n, LN2_LO, fmadd::<F>(-n, LN2_HI, xc)) } else { xc - n * LN2_HI - n * LN2_LO };
+    let mut p = 1.987_569_1e-4f32;
+    p = fmadd::<F>(p, r, 1.398_2e-3);
+    p = fmadd::<F>(p, r, 8.333_452e-3);
+    p = fmadd::<F>(p, r, 4.166_579_6e-2);
+    p = fmadd::<F>(p, r, 1.666_666_5e-1);
+    p = fmadd::<F>(p, r, 0.5); // Cephes' 5.0000001e-1, which is 0.5 in f32
+    let q = if F { fmadd::<F>(p, r * r, r) } else { p * r * r + r };
     // n sits in the low mantissa bits of t (t's bits are ROUND's plus n): no float-to-int convert
     let ni = t.to_bits() as i32 - 0x4B40_0000;
     let n1 = ni >> 1;
@@ -33,7 +41,14 @@ fn exp_reduce(x: f32) -> (f32, f32, f32, i32) {
 
 #[inline(always)]
 pub fn expf(x: f32) -> f32 {
-    let (q, s1, s2, _) = exp_reduce(x);
+    expf_f::<false>(x)
+}
+
+/// [`expf`] with its multiply-adds fused when `F` (inside a `simd_kernel!` body: `expf_f::<FMA>`);
+/// within 2 ulp either way.
+#[inline(always)]
+pub fn expf_f<const F: bool>(x: f32) -> f32 {
+    let (q, s1, s2, _) = exp_reduce::<F>(x);
     let v = (q + 1.0) * s1 * s2;
     if x > 88.722_84 {
         f32::INFINITY
@@ -48,23 +63,12 @@ pub fn expf(x: f32) -> f32 {
 /// vectorizer turns it into one AVX2 sequence inside fused loops (a loop calling `expf` and
 /// also accumulating stays scalar). Same operations, same results as `expf`.
 #[inline(always)]
-pub fn expf8(x: [f32; 8]) -> [f32; 8] {
+pub fn expf8<const F: bool>(x: [f32; 8]) -> [f32; 8] {
     let mut out = [0f32; 8];
     for k in 0..8 {
         let xk = x[k];
-        let xc = xk.max(-104.0).min(88.722_84);
-        let t = xc * LOG2E + ROUND;
-        let n = t - ROUND;
-        let r = xc - n * LN2_HI - n * LN2_LO;
-        let p = ((((1.987_569_1e-4 * r + 1.398_2e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r + 1.666_666_5e-1) * r
-            + 5.000_000_1e-1;
-        let y = p * r * r + r + 1.0;
-        let ni = t.to_bits() as i32 - 0x4B40_0000;
-        let n1 = ni >> 1;
-        let n2 = ni - n1;
-        let s1 = f32::from_bits(((n1 + 127) as u32) << 23);
-        let s2 = f32::from_bits(((n2 + 127) as u32) << 23);
-        let v = y * s1 * s2;
+        let (q, s1, s2, _) = exp_reduce::<F>(xk);
+        let v = (q + 1.0) * s1 * s2;
         let v = if xk > 88.722_84 { f32::INFINITY } else { v };
         #[allow(clippy::eq_op)]
         let nan = xk != xk;
@@ -77,8 +81,14 @@ pub fn expf8(x: [f32; 8]) -> [f32; 8] {
 /// few 1e-8, relative error larger only for |x| below ~1e-3, where callers add it to 1).
 #[inline(always)]
 pub fn tanhf_abs_accurate(x: f32) -> f32 {
+    tanhf_abs_accurate_f::<false>(x)
+}
+
+/// [`tanhf_abs_accurate`], multiply-adds fused when `F`.
+#[inline(always)]
+fn tanhf_abs_accurate_f<const F: bool>(x: f32) -> f32 {
     let a = x.abs().min(20.0);
-    let e = expf(2.0 * a);
+    let e = expf_f::<F>(2.0 * a);
     let t = 1.0 - 2.0 / (e + 1.0);
     t.copysign(x)
 }
@@ -88,7 +98,7 @@ pub fn tanhf_abs_accurate(x: f32) -> f32 {
 /// terms never cancel badly; above `n = 64` (where `2^n` alone may overflow) it is `2^n (1 + q) - 1`.
 #[inline(always)]
 pub fn expm1f(x: f32) -> f32 {
-    let (q, s1, s2, ni) = exp_reduce(x);
+    let (q, s1, s2, ni) = exp_reduce::<false>(x);
     let s = s1 * s2;
     let small = q * s + (s - 1.0);
     let big = (q + 1.0) * s1 * s2 - 1.0;
@@ -166,18 +176,18 @@ pub fn tanhf(x: f32) -> f32 {
 const GELU_K: f32 = 0.797_884_6;
 const GELU_C: f32 = 0.044_715;
 
-/// `gelu(x, approximate="tanh")` in f32.
+/// `gelu(x, approximate="tanh")` in f32 (`F`: multiply-adds fused, see `simd::fmadd`).
 #[inline(always)]
-pub fn gelu_tanh(x: f32) -> f32 {
-    let t = tanhf_abs_accurate(GELU_K * (x + GELU_C * x * x * x));
+pub fn gelu_tanh<const F: bool>(x: f32) -> f32 {
+    let t = tanhf_abs_accurate_f::<F>(GELU_K * (x + GELU_C * x * x * x));
     0.5 * x * (1.0 + t)
 }
 
 /// d/dx of [`gelu_tanh`].
 #[inline(always)]
-pub fn gelu_tanh_grad(x: f32) -> f32 {
+pub fn gelu_tanh_grad<const F: bool>(x: f32) -> f32 {
     let x2 = x * x;
-    let t = tanhf_abs_accurate(GELU_K * (x + GELU_C * x2 * x));
+    let t = tanhf_abs_accurate_f::<F>(GELU_K * (x + GELU_C * x2 * x));
     let du = GELU_K * (1.0 + 3.0 * GELU_C * x2);
     0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du
 }
@@ -186,41 +196,47 @@ pub fn gelu_tanh_grad(x: f32) -> f32 {
 /// absolute error a few 1e-8, as PyTorch's vectorized erf), clamped outside. No `exp`, one division.
 #[inline(always)]
 pub fn erff(x: f32) -> f32 {
+    erff_f::<false>(x)
+}
+
+/// [`erff`], multiply-adds fused when `F`.
+#[inline(always)]
+pub fn erff_f<const F: bool>(x: f32) -> f32 {
     let x = x.clamp(-4.0, 4.0);
     let x2 = x * x;
     let mut p = -2.726_142_3e-10f32;
-    p = p * x2 + 2.770_681_4e-8;
-    p = p * x2 + -2.101_024e-6;
-    p = p * x2 + -5.692_506_4e-5;
-    p = p * x2 + -7.349_906_3e-4;
-    p = p * x2 + -2.954_600_3e-3;
-    p = p * x2 + -1.609_603_3e-2;
+    p = fmadd::<F>(p, x2, 2.770_681_4e-8);
+    p = fmadd::<F>(p, x2, -2.101_024e-6);
+    p = fmadd::<F>(p, x2, -5.692_506_4e-5);
+    p = fmadd::<F>(p, x2, -7.349_906_3e-4);
+    p = fmadd::<F>(p, x2, -2.954_600_3e-3);
+    p = fmadd::<F>(p, x2, -1.609_603_3e-2);
     let p = x * p;
     let mut q = -1.456_607_2e-5f32;
-    q = q * x2 + -2.133_740_6e-4;
-    q = q * x2 + -1.682_827e-3;
-    q = q * x2 + -7.373_329_3e-3;
-    q = q * x2 + -1.426_474e-2;
+    q = fmadd::<F>(q, x2, -2.133_740_6e-4);
+    q = fmadd::<F>(q, x2, -1.682_827e-3);
+    q = fmadd::<F>(q, x2, -7.373_329_3e-3);
+    q = fmadd::<F>(q, x2, -1.426_474e-2);
     p / q
 }
 
 /// The standard normal CDF `Phi(x) = (1 + erf(x / sqrt 2)) / 2` in f32 (PyTorch's formula).
 #[inline(always)]
-fn phi(x: f32) -> f32 {
-    0.5 * (1.0 + erff(x * std::f32::consts::FRAC_1_SQRT_2))
+fn phi<const F: bool>(x: f32) -> f32 {
+    0.5 * (1.0 + erff_f::<F>(x * std::f32::consts::FRAC_1_SQRT_2))
 }
 
 /// `gelu(x)` (exact, erf form) in f32: `x Phi(x)`.
 #[inline(always)]
-pub fn gelu_erf(x: f32) -> f32 {
-    x * phi(x)
+pub fn gelu_erf<const F: bool>(x: f32) -> f32 {
+    x * phi::<F>(x)
 }
 
 /// d/dx of [`gelu_erf`]: `Phi(x) + x phi(x)` with the normal density `phi`.
 #[inline(always)]
-pub fn gelu_erf_grad(x: f32) -> f32 {
+pub fn gelu_erf_grad<const F: bool>(x: f32) -> f32 {
     const INV_SQRT_2PI: f32 = 0.398_942_3;
-    phi(x) + x * INV_SQRT_2PI * expf(-0.5 * x * x)
+    phi::<F>(x) + x * INV_SQRT_2PI * expf_f::<F>(-0.5 * x * x)
 }
 
 #[cfg(test)]
@@ -246,7 +262,11 @@ mod tests {
             let u = k * (xd + 0.044715 * xd * xd * xd);
             let tw = 0.5 * xd * (1.0 + u.tanh());
             let tdw = 0.5 * (1.0 + u.tanh()) + 0.5 * xd * (1.0 - u.tanh() * u.tanh()) * k * (1.0 + 3.0 * 0.044715 * xd * xd);
-            for (got, want) in [(gelu_erf(x) as f64, want), (gelu_erf_grad(x) as f64, dwant), (gelu_tanh(x) as f64, tw), (gelu_tanh_grad(x) as f64, tdw)] {
+            // both forms: separate multiply and add, and fused (the AVX2/AVX-512 kernels')
+            let plain = [(gelu_erf::<false>(x), want), (gelu_erf_grad::<false>(x), dwant), (gelu_tanh::<false>(x), tw), (gelu_tanh_grad::<false>(x), tdw)];
+            let fused = [(gelu_erf::<true>(x), want), (gelu_erf_grad::<true>(x), dwant), (gelu_tanh::<true>(x), tw), (gelu_tanh_grad::<true>(x), tdw)];
+            for (got, want) in plain.into_iter().chain(fused) {
+                let got = got as f64;
                 assert!((got - want).abs() <= 2e-6 * (1.0 + want.abs()) , "x={x}: {got} vs {want}");
             }
             x += 0.00173;
@@ -259,16 +279,19 @@ mod tests {
         let mut x = -110.0f32;
         while x < 90.0 {
             let want = (x as f64).exp() as f32;
-            let got = expf(x);
-            if want.is_finite() && want > 1e-37 {
-                worst = worst.max(ulps(got, want));
-            } else if want == 0.0 || want.is_infinite() {
-                assert!(ulps(got, want) <= 1 || (got - want).abs() < 1e-44, "expf({x}) = {got}, want {want}");
+            for got in [expf(x), expf_f::<true>(x), expf8::<true>([x; 8])[3], expf8::<false>([x; 8])[5]] {
+                if want.is_finite() && want > 1e-37 {
+                    worst = worst.max(ulps(got, want));
+                } else if want == 0.0 || want.is_infinite() {
+                    assert!(ulps(got, want) <= 1 || (got - want).abs() < 1e-44, "expf({x}) = {got}, want {want}");
+                }
             }
             x += 0.000_731;
         }
         assert!(worst <= 2, "worst error {worst} ulp");
-        assert!(expf(f32::NAN).is_nan());
+        assert!(expf(f32::NAN).is_nan() && expf_f::<true>(f32::NAN).is_nan());
+        assert_eq!(expf_f::<true>(f32::INFINITY), f32::INFINITY);
+        assert_eq!(expf_f::<true>(f32::NEG_INFINITY), 0.0);
         assert_eq!(expf(f32::INFINITY), f32::INFINITY);
         assert_eq!(expf(f32::NEG_INFINITY), 0.0);
         assert_eq!(expf(0.0), 1.0);

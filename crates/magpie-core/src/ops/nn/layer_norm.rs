@@ -38,6 +38,7 @@ pub(crate) fn layer_norm_fused(x: &Tensor, k: usize, w: Option<&Tensor>, b: Opti
     let wv: Option<Vec<f32>> = w.map(cpu::to_vec).transpose()?;
     let bv: Option<Vec<f32>> = b.map(cpu::to_vec).transpose()?;
     let mut y = vec![0f32; rows * n];
+    crate::storage::advise_huge_pages(&mut y);
     let (mut mean, mut rstd) = (vec![0f32; rows], vec![0f32; rows]);
     cpu::read(x, |xs: &[f32]| norm::layer_norm_forward(xs, n, wv.as_deref(), bv.as_deref(), eps as f32, &mut y, &mut mean, &mut rstd))?;
     let (mean, rstd) = (Arc::new(mean), Arc::new(rstd));
