@@ -32,16 +32,18 @@ mod kernels;
 mod lt;
 mod prefetch;
 mod quant;
+mod quant_fold;
 mod short_attn;
 mod weights;
 
 pub use encoder::{EncoderOutput, FusedEncoder};
 pub use engine::{EngineConfig, FusedDecoder, SHORT_ATTN_MAX_KEYS};
 pub use generate::sample_args;
-pub use kernels::{split_by_rounds, ActKind, SampleArgs};
+pub use kernels::{split_by_rounds, ActKind, GemvEpi, GemvNorm, SampleArgs};
 pub use lt::{LtEpi, LtGemm};
 pub use short_attn::ShortAttention;
 pub use quant::{QuantProj, QuantSeg};
+pub use quant_fold::{QuantFold, FOLD_MAX_ROWS};
 pub use weights::{DecoderWeights, NormKind, Proj, Spec};
 
 use crate::auto::AutoModel;
