@@ -7,12 +7,12 @@
 //!     load-bench time st|gguf|st-tensors|pt PATH
 //!         one JSON line: open_ms (file to model / tensors), forward_ms (the first forward of one
 //!         token on the CPU, float32; st and gguf only), total_ms, peak RSS
-//!     load-bench decode FILE.gguf [--new 64] [--dtype bfloat16] [--dense] [--path module|fused] [--unfolded] [--block-coding]
+//!     load-bench decode FILE.gguf [--new 64] [--dtype bfloat16] [--dense] [--path module|fused] [--unfolded] [--lane-coding]
 //!         greedy decoding on cuda:0 (quantized layers on the quantized GEMV; with --dense every
 //!         weight dequantized to --dtype on load) on the module path (the default) or the fused
 //!         engine (one CUDA graph per step; --unfolded: its decode step without the small kernels
-//!         folded into the GEMVs, `EngineConfig::fuse` off; --block-coding: the folded Q4_K GEMV
-//!         codes x through shared memory for every shape, `EngineConfig::quant_warp_coding` off):
+//!         folded into the GEMVs, `EngineConfig::fuse` off; --lane-coding: one-row folded Q4_K
+//!         GEMVs of K <= 2048 code x per lane, `EngineConfig::quant_warp_coding` on):
 //!         tok/s from the first new token to the last, and the weight bytes each step must read
 //!         (the bandwidth floor)
 //!
@@ -260,7 +260,7 @@ fn run() -> Result<()> {
                 "fused" => true,
                 p => return Err(err(format!("--path {p} is not module or fused"))),
             };
-            decode(Path::new(&pos(1)?), new, dtype, args.iter().any(|a| a == "--dense"), fused, !args.iter().any(|a| a == "--unfolded"), !args.iter().any(|a| a == "--block-coding"))
+            decode(Path::new(&pos(1)?), new, dtype, args.iter().any(|a| a == "--dense"), fused, !args.iter().any(|a| a == "--unfolded"), args.iter().any(|a| a == "--lane-coding"))
         }
         c => Err(err(format!("unknown command '{c}' (make, time, decode)"))),
     }

@@ -6,7 +6,9 @@
 //! the 16 layers of a step would; then the whole chain (4 launches x 16 layers, 548 MB of Q4_K
 //! blocks). Reported: microseconds per launch and the share of a measured device-to-device copy
 //! rate that the launch's bytes (weights + x + outputs) would take, for x coded per lane in
-//! registers (`warp_coding`, one-row K <= 2048 launches) and by the block through shared memory.
+//! registers (`warp_coding`, one-row K <= 2048 launches) and by the block through shared memory;
+//! and beside them the core's Q4_K GEMV (`quant_gemv_parts_raw`: no norm, plain store) on the same
+//! weights, launched the same way.
 //!
 //!     cargo run --release -p magpie-models --example quant_fold_bench
 
@@ -14,6 +16,8 @@ use magpie_core::backend::cuda::device::{device, CudaDevice};
 use magpie_core::backend::cuda::graph::capture;
 use magpie_core::backend::cuda::kern::elem_ptr;
 use magpie_core::backend::cuda::memcpy::dtod;
+use magpie_core::backend::cuda::quant::{quant_gemv_parts_raw, QuantGemv, QuantPart};
+use magpie_core::quant::QuantType;
 use magpie_core::{DType, Device, Result, Tensor};
 use magpie_models::fused::{ActKind, GemvEpi, GemvNorm, QuantFold};
 use std::sync::Arc;
@@ -108,16 +112,25 @@ fn main() -> Result<()> {
     ];
     let wp: Vec<Vec<u64>> = ws.iter().map(|v| v.iter().map(addr).collect::<Result<_>>()).collect::<Result<_>>()?;
     let moved = |i: usize| shapes[i].n * shapes[i].k / 256 * 144 + 2 * shapes[i].k + calls[i].3;
-    for warp_coding in [true, false] {
+    let y = zeros(2 * inter, bf)?;
+    let yp = addr(&y)?;
+    // 0: the core's GEMV, 1: folded with x coded by the block, 2: folded with x coded per lane
+    for mode in 0..3 {
         let mut qf = QuantFold::new(&dev, bf)?;
-        qf.warp_coding = warp_coding;
+        qf.warp_coding = mode == 2;
         let launch = |i: usize, l: usize| -> Result<()> {
             let (x, norm, epi, _) = calls[i];
+            let (n, k) = (shapes[i].n, shapes[i].k);
+            if mode == 0 {
+                let g = QuantGemv { ty: QuantType::Q4_K, dtype: bf, m: 1, n, k };
+                // SAFETY: x holds k values, y n values, the weight n x k / 256 Q4_K blocks.
+                return unsafe { quant_gemv_parts_raw(&dev, &g, &[QuantPart { w: wp[i][l], n, y: yp }], x, k, n, None, true) };
+            }
             // SAFETY: every address is a live device tensor of the sizes the call reads and
             // writes (one row); the weights hold n x k / 256 Q4_K blocks.
-            unsafe { qf.gemv(&dev, 1, shapes[i].n, shapes[i].k, x, wp[i][l], norm, epi) }
+            unsafe { qf.gemv(&dev, 1, n, k, x, wp[i][l], norm, epi) }
         };
-        println!("x coded {}:", if warp_coding { "per lane (one-row K <= 2048 launches)" } else { "by the block" });
+        println!("{}:", ["core Q4_K GEMV (no norm, plain store)", "folded, x coded by the block", "folded, x coded per lane (one-row K <= 2048 launches)"][mode]);
         for (i, s) in shapes.iter().enumerate() {
             let g = capture(&dev, || (0..LAYERS).try_for_each(|l| launch(i, l)))?;
             let t = time(&dev, 50, || g.replay())? / LAYERS as f64;

@@ -5,7 +5,8 @@
 //! LM head included. Prefill of 5 tokens (the quantized GEMV) and of 21 (dequantized weight and
 //! cuBLAS), then decode steps: logits within float32 / bfloat16 tolerances, greedy tokens equal in
 //! float32 (in bfloat16: the fused choice is the module path's best up to the tolerance, 5e-2, or
-//! 0.15 where Q4_K layers code bf16 activations to 8 bits). CUDA
+//! 0.1 where Q4_K layers code bf16 activations to 8 bits); the folded decode step (bf16) against
+//! the unfolded one. CUDA
 //! graph replay equals eager launches, a batch of 3 equals single rows, and types without
 //! quantized kernels (dequantized on load) run as dense weights. Skips without CUDA unless
 //! `MAGPIE_REQUIRE_CUDA=1`.
@@ -143,7 +144,11 @@ fn rel_diff(a: &[f32], b: &[f32]) -> f32 {
 
 /// Every case: (label, file, bfloat16 tolerance). On an NVIDIA H200 (2026-11-27) the bf16 logits
 /// of the fused path were within 2.8e-2 of the module path's for the Q8_0 and Q4_0 files (hence
-/// 5e-2), and within 7.2e-2 for the Q4_K file (hence 0.15): with bf16 activations the Q4_K GEMV
+/// 5e-2), and within 7.2e-2 for the Q4_K file with the unfolded decode step; with the folded step
+/// (the Q4_K GEMV coding norm weight x raw row, then scaled) within 7.75e-2 for the tiny Q4_K file,
+/// 7.44e-2 for the all-Q4_K random file and 3.7e-2 for the mixed one over both prompts and three
+/// decode steps (the kernels are deterministic, so a run repeats these values): hence 0.1 for
+/// files with Q4_K layers (0.15 before). With bf16 activations the Q4_K GEMV
 /// codes each activation to 8 bits per 32 values in both paths (`docs/gguf.md`: up to amax / 254
 /// off, 0.4% of the block's largest value against bf16's 0.2% of the value itself), and inputs
 /// that differ by a bf16 rounding between the paths land on neighbouring codes; the difference
@@ -151,9 +156,9 @@ fn rel_diff(a: &[f32], b: &[f32]) -> f32 {
 /// moves the logits by their whole scale; the float32 checks (1e-4, measured <= 3.3e-5) hold
 /// every file to the module path's values.
 fn cases(dir: &Path) -> Vec<(String, PathBuf, f32)> {
-    let mut v: Vec<(String, PathBuf, f32)> = ["Q8_0", "Q4_0", "Q4_K", "Q6_K"].iter().map(|t| (format!("tiny-llama {t}"), fixture(t), if *t == "Q4_K" { 0.15 } else { 5e-2 })).collect();
-    v.push(("random mixed".into(), random_gguf(dir), 0.15));
-    v.push(("random Q4_K".into(), random_gguf_q4k(dir), 0.15));
+    let mut v: Vec<(String, PathBuf, f32)> = ["Q8_0", "Q4_0", "Q4_K", "Q6_K"].iter().map(|t| (format!("tiny-llama {t}"), fixture(t), if *t == "Q4_K" { 0.1 } else { 5e-2 })).collect();
+    v.push(("random mixed".into(), random_gguf(dir), 0.1));
+    v.push(("random Q4_K".into(), random_gguf_q4k(dir), 0.1));
     v
 }
 
@@ -296,10 +301,10 @@ fn folded_quantized_step_matches_the_unfolded_step() {
             }
             eprintln!("{label} batch {batch}: folded within {worst:.2e} of the unfolded step over 4 decode steps");
             if batch == 1 {
-                // x coded per lane (the default for one row) and by the block: the same codes, the
+                // x coded per lane (`quant_warp_coding`) and by the block: the same codes, the
                 // norm's sum of squares added in another order
-                let mut lane = FusedDecoder::from_model(&m, EngineConfig { max_len: 64, ..EngineConfig::default() }).unwrap();
-                let mut block = FusedDecoder::from_model(&m, EngineConfig { max_len: 64, quant_warp_coding: false, ..EngineConfig::default() }).unwrap();
+                let mut lane = FusedDecoder::from_model(&m, EngineConfig { max_len: 64, quant_warp_coding: true, ..EngineConfig::default() }).unwrap();
+                let mut block = FusedDecoder::from_model(&m, EngineConfig { max_len: 64, ..EngineConfig::default() }).unwrap();
                 for e in [&mut lane, &mut block] {
                     e.set_sampling(fused::sample_args(&greedy(1))).unwrap();
                     e.prefill(0, &prompts[0]).unwrap();

@@ -84,8 +84,10 @@ pub struct EngineConfig {
     /// default: it was slower than the flash kernel on an NVIDIA H200, see docs/fused-prefill.md).
     pub prefill_short_attn: bool,
     /// In the folded decode step of a quantized model, one-row Q4_K products of up to 2048 inputs
-    /// code their input to 8 bits per lane in registers, with no block barrier (false: through
-    /// shared memory, as the other shapes; see `fused::QuantFold::warp_coding`).
+    /// code their input to 8 bits per lane in registers, with no block barrier (false, the
+    /// default: through shared memory, as the other shapes; see `fused::QuantFold::warp_coding`).
+    /// Measured slower on an NVIDIA H200 (Llama-3.2-1B-shaped Q4_K decode 1344 against 1679
+    /// tok/s, benchmark/NOTES.md): every warp then reads and codes the whole row.
     pub quant_warp_coding: bool,
 }
 
@@ -111,7 +113,7 @@ impl Default for EngineConfig {
             chain_grid: 0,
             prefill_lt: false,
             prefill_short_attn: false,
-            quant_warp_coding: true,
+            quant_warp_coding: false,
         }
     }
 }

@@ -68,8 +68,10 @@ pub struct QuantFold {
     /// Launch with programmatic dependent launch (the first weight loads overlap the previous kernel).
     pub pdl: bool,
     /// One-row launches of `k <= 2048` code x per lane in registers, with no shared memory and no
-    /// block barrier before the first product (false: the block codes x into shared memory, as
-    /// for other shapes). Same codes either way; the norm's sum of squares is added in another order.
+    /// block barrier before the first product (false, the default: the block codes x into shared
+    /// memory, as for other shapes). Same codes either way; the norm's sum of squares is added in
+    /// another order. Slower on an NVIDIA H200 (every warp reads and codes the whole row:
+    /// `examples/quant_fold_bench.rs`, benchmark/NOTES.md); kept for measurement.
     pub warp_coding: bool,
 }
 
@@ -93,7 +95,7 @@ impl QuantFold {
         let missing = || Error::device("fused.quant_fold", "kernels missing from the module");
         let f1w = fs.pop().ok_or_else(missing)?;
         let f: [Func; FOLD_MAX_ROWS] = fs.try_into().map_err(|_| missing())?;
-        Ok(QuantFold { dtype, f, f1w, pdl: true, warp_coding: true })
+        Ok(QuantFold { dtype, f, f1w, pdl: true, warp_coding: false })
     }
 
     /// The storage dtype the kernels were compiled for.
