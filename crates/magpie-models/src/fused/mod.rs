@@ -7,7 +7,8 @@
 //! BERT runs as a [`FusedEncoder`] (GEMMs, flash attention, fused bias/GELU/residual/LayerNorm, one
 //! CUDA graph per input shape). Both read the weights the module path loaded and are tested against
 //! it (`tests/fused.rs`). A GGUF model's quantized layers (Q8_0, Q4_0, Q4_K, Q6_K) stay in their
-//! blocks on the device and run the core's quantized GEMV in decode steps (`tests/fused_quant.rs`).
+//! blocks on the device; bf16/f16 decode steps fold the small kernels into a Q4_K GEMV of the
+//! engine's own ([`QuantFold`]), other types run the core's quantized GEMV (`tests/fused_quant.rs`).
 //!
 //! ```no_run
 //! use magpie_models::auto::AutoModel;
