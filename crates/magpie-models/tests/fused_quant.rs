@@ -222,46 +222,47 @@ fn quantized_graph_replay_equals_eager_launches_and_batches_equal_single_rows() 
     let Some(_serial) = gpu() else { return };
     let tmp = tempfile::tempdir().unwrap();
     for path in [random_gguf(tmp.path()), random_gguf_q4k(tmp.path())] {
-    let prompts: Vec<Vec<u32>> = vec![vec![3, 14, 15, 92, 65], vec![35, 89, 79], (0..12).map(|i| (i * 29 + 3) % 900).collect()];
-    for (dtype, tol) in [(DType::F32, 1e-4f32), (DType::BF16, 6e-2)] {
-        let m = load(&path, dtype);
-        let run = |graphs: bool| {
-            let mut e = FusedDecoder::from_model(&m, EngineConfig { max_batch: 3, max_len: 64, cuda_graphs: graphs, ..EngineConfig::default() }).unwrap();
-            let toks = e.generate(&prompts, &greedy(12), |_| Ok(())).unwrap();
-            (toks, e.logits(3).unwrap())
-        };
-        let (eager, eager_logits) = run(false);
-        let (graph, graph_logits) = run(true);
-        assert_eq!(eager, graph, "{dtype}: graph replay and eager launches choose different tokens");
-        assert_eq!(eager_logits, graph_logits, "{dtype}: graph replay and eager launches give different logits");
-        // each row of the batch (GEMVs of 3 rows) against the row alone (1 row), one step after prefill
-        let mut e = FusedDecoder::from_model(&m, EngineConfig { max_batch: 3, max_len: 64, ..EngineConfig::default() }).unwrap();
-        e.set_sampling(fused::sample_args(&greedy(1))).unwrap();
-        for (r, p) in prompts.iter().enumerate() {
-            e.prefill(r, p).unwrap();
+        let prompts: Vec<Vec<u32>> = vec![vec![3, 14, 15, 92, 65], vec![35, 89, 79], (0..12).map(|i| (i * 29 + 3) % 900).collect()];
+        for (dtype, tol) in [(DType::F32, 1e-4f32), (DType::BF16, 6e-2)] {
+            let m = load(&path, dtype);
+            let run = |graphs: bool| {
+                let mut e = FusedDecoder::from_model(&m, EngineConfig { max_batch: 3, max_len: 64, cuda_graphs: graphs, ..EngineConfig::default() }).unwrap();
+                let toks = e.generate(&prompts, &greedy(12), |_| Ok(())).unwrap();
+                (toks, e.logits(3).unwrap())
+            };
+            let (eager, eager_logits) = run(false);
+            let (graph, graph_logits) = run(true);
+            assert_eq!(eager, graph, "{dtype}: graph replay and eager launches choose different tokens");
+            assert_eq!(eager_logits, graph_logits, "{dtype}: graph replay and eager launches give different logits");
+            // each row of the batch (GEMVs of 3 rows) against the row alone (1 row), one step after prefill
+            let mut e = FusedDecoder::from_model(&m, EngineConfig { max_batch: 3, max_len: 64, ..EngineConfig::default() }).unwrap();
+            e.set_sampling(fused::sample_args(&greedy(1))).unwrap();
+            for (r, p) in prompts.iter().enumerate() {
+                e.prefill(r, p).unwrap();
+            }
+            e.decode_step(3).unwrap();
+            let batch = e.logits(3).unwrap();
+            let v = batch.len() / 3;
+            for (r, p) in prompts.iter().enumerate() {
+                let mut one = FusedDecoder::from_model(&m, EngineConfig { max_batch: 1, max_len: 64, ..EngineConfig::default() }).unwrap();
+                one.set_sampling(fused::sample_args(&greedy(1))).unwrap();
+                one.prefill(0, p).unwrap();
+                one.decode_step(1).unwrap();
+                let d = rel_diff(&batch[r * v..(r + 1) * v], &one.logits(1).unwrap());
+                assert!(d <= tol, "{dtype}: row {r} of a batch of 3 differs from the row alone by {d} (tolerance {tol})");
+            }
         }
-        e.decode_step(3).unwrap();
-        let batch = e.logits(3).unwrap();
-        let v = batch.len() / 3;
-        for (r, p) in prompts.iter().enumerate() {
-            let mut one = FusedDecoder::from_model(&m, EngineConfig { max_batch: 1, max_len: 64, ..EngineConfig::default() }).unwrap();
-            one.set_sampling(fused::sample_args(&greedy(1))).unwrap();
-            one.prefill(0, p).unwrap();
-            one.decode_step(1).unwrap();
-            let d = rel_diff(&batch[r * v..(r + 1) * v], &one.logits(1).unwrap());
-            assert!(d <= tol, "{dtype}: row {r} of a batch of 3 differs from the row alone by {d} (tolerance {tol})");
-        }
-    }
     }
 }
 
 /// The folded decode step (`EngineConfig::fuse`, the default) against the unfolded one (separate
 /// add + RMSNorm, rotary embedding, SwiGLU kernels around the core's quantized GEMV) on the same
 /// bf16 engine state, for the all-Q4_K file (every product folded) and the mixed one (folded and
-/// unfolded products in one step), batches of 1 and 3 rows, over up to 4 decode steps. Both code the activations to 8 bits per 32 values; they differ in what is coded (the
-/// unfolded path codes the normalized row rounded to bf16, the folded one w * x in f32, scaled
-/// afterwards), so neighbouring codes and the bf16 roundings of each path's KV cache separate
-/// them by a few bf16 steps of the logits' scale, not by their scale.
+/// unfolded products in one step), batches of 1 and 3 rows, over up to 4 decode steps. Both code
+/// the activations to 8 bits per 32 values; they differ in what is coded (the unfolded path codes
+/// the normalized row rounded to bf16, the folded one w * x in f32, scaled afterwards), so
+/// neighbouring codes and the bf16 roundings of each path's KV cache separate them by a few
+/// bf16 steps of the logits' scale (measured <= 7.2e-2 on an NVIDIA H200), not by their scale.
 #[test]
 fn folded_quantized_step_matches_the_unfolded_step() {
     let Some(_serial) = gpu() else { return };
