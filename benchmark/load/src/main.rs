@@ -7,11 +7,14 @@
 //!     load-bench time st|gguf|st-tensors|pt PATH
 //!         one JSON line: open_ms (file to model / tensors), forward_ms (the first forward of one
 //!         token on the CPU, float32; st and gguf only), total_ms, peak RSS
-//!     load-bench decode FILE.gguf [--new 64] [--dtype bfloat16] [--dense] [--path module|fused]
+//!     load-bench decode FILE.gguf [--new 64] [--dtype bfloat16] [--dense] [--path module|fused] [--unfolded] [--lane-coding]
 //!         greedy decoding on cuda:0 (quantized layers on the quantized GEMV; with --dense every
 //!         weight dequantized to --dtype on load) on the module path (the default) or the fused
-//!         engine (one CUDA graph per step): tok/s from the first new token to the last, and the
-//!         weight bytes each step must read (the bandwidth floor)
+//!         engine (one CUDA graph per step; --unfolded: its decode step without the small kernels
+//!         folded into the GEMVs, `EngineConfig::fuse` off; --lane-coding: one-row folded Q4_K
+//!         GEMVs of K <= 2048 code x per lane, `EngineConfig::quant_warp_coding` on):
+//!         tok/s from the first new token to the last, and the weight bytes each step must read
+//!         (the bandwidth floor)
 //!
 //! `benchmark/load/run.sh` runs it next to the Python loaders and writes results.md.
 
@@ -192,7 +195,7 @@ fn time(kind: &str, path: &Path) -> Result<()> {
     Ok(())
 }
 
-fn decode(path: &Path, new: usize, dtype: DType, dense: bool, fused: bool) -> Result<()> {
+fn decode(path: &Path, new: usize, dtype: DType, dense: bool, fused: bool, fold: bool, warp_coding: bool) -> Result<()> {
     let _g = no_grad();
     let gpu = Device::Cuda(0);
     let t = Instant::now();
@@ -206,7 +209,7 @@ fn decode(path: &Path, new: usize, dtype: DType, dense: bool, fused: bool) -> Re
     let prompt = vec![vec![1u32, 20, 30, 400]];
     let cfg = GenerationConfig { max_new_tokens: new, eos_token_ids: Vec::new(), ..GenerationConfig::default() };
     let warm = GenerationConfig { max_new_tokens: 4, ..cfg.clone() };
-    let mut engine = if fused { Some(FusedDecoder::from_model(&m, EngineConfig { max_len: prompt[0].len() + new.max(4), ..EngineConfig::default() })?) } else { None };
+    let mut engine = if fused { Some(FusedDecoder::from_model(&m, EngineConfig { max_len: prompt[0].len() + new.max(4), fuse: fold, quant_warp_coding: warp_coding, ..EngineConfig::default() })?) } else { None };
     let mut run = |c: &GenerationConfig, on_step: &mut dyn FnMut(&[Option<u32>]) -> Result<()>| match engine.as_mut() {
         Some(e) => e.generate(&prompt, c, on_step),
         None => generate(lm, &prompt, c, on_step),
@@ -223,7 +226,7 @@ fn decode(path: &Path, new: usize, dtype: DType, dense: bool, fused: bool) -> Re
     })?;
     let steady = first.map_or(0.0, |f| (last - f).as_secs_f64());
     let tok_s = (out[0].len().saturating_sub(1)) as f64 / steady;
-    println!("{}", json!({"file": path.display().to_string(), "dtype": dtype.name(), "weights": if dense { "dequantized" } else { "quantized" }, "path": if fused { "fused" } else { "module" }, "load_s": load_s, "new_tokens": out[0].len(), "decode_tok_s": tok_s, "ms_per_token": 1e3 / tok_s, "weight_bytes_per_step": step_bytes}));
+    println!("{}", json!({"file": path.display().to_string(), "dtype": dtype.name(), "weights": if dense { "dequantized" } else { "quantized" }, "path": if fused { "fused" } else { "module" }, "folded": fused && fold, "warp_coding": fused && fold && warp_coding, "load_s": load_s, "new_tokens": out[0].len(), "decode_tok_s": tok_s, "ms_per_token": 1e3 / tok_s, "weight_bytes_per_step": step_bytes}));
     Ok(())
 }
 
@@ -257,7 +260,7 @@ fn run() -> Result<()> {
                 "fused" => true,
                 p => return Err(err(format!("--path {p} is not module or fused"))),
             };
-            decode(Path::new(&pos(1)?), new, dtype, args.iter().any(|a| a == "--dense"), fused)
+            decode(Path::new(&pos(1)?), new, dtype, args.iter().any(|a| a == "--dense"), fused, !args.iter().any(|a| a == "--unfolded"), args.iter().any(|a| a == "--lane-coding"))
         }
         c => Err(err(format!("unknown command '{c}' (make, time, decode)"))),
     }

@@ -11,6 +11,7 @@ use super::lt::{LtEpi, LtGemm};
 use super::short_attn::ShortAttention;
 use super::prefetch::{self, Prefetch, Read};
 use super::quant::{self as q, QSegP, MAX_ROWS};
+use super::quant_fold::{QuantFold, FOLD_MAX_ROWS};
 use super::weights::{DecoderWeights, NormKind, NormW, Proj, Spec};
 use magpie_core::backend::cuda::attention::{self, AttnOperand, Causal, DecodeParams, FlashParams};
 use magpie_core::backend::cuda::device::{self, CudaDevice};
@@ -19,6 +20,9 @@ use magpie_core::backend::cuda::host_mapped::{Event, MappedI32};
 use magpie_core::{DType, Device, Error, Result};
 use std::collections::HashMap;
 use std::sync::Arc;
+
+#[path = "quant_step.rs"]
+mod quant_step;
 
 /// Bytes of the prefill products' cuBLASLt workspace (algorithms that need more are not timed).
 const LT_WORKSPACE: usize = 16 << 20;
@@ -79,6 +83,12 @@ pub struct EngineConfig {
     /// core's flash kernel, whose 64-query tiles leave most SMs idle at these lengths (false, the
     /// default: it was slower than the flash kernel on an NVIDIA H200, see docs/fused-prefill.md).
     pub prefill_short_attn: bool,
+    /// In the folded decode step of a quantized model, one-row Q4_K products of up to 2048 inputs
+    /// code their input to 8 bits per lane in registers, with no block barrier (false, the
+    /// default: through shared memory, as the other shapes; see `fused::QuantFold::warp_coding`).
+    /// Measured slower on an NVIDIA H200 (Llama-3.2-1B-shaped Q4_K decode 1344 against 1679
+    /// tok/s, benchmark/NOTES.md): every warp then reads and codes the whole row.
+    pub quant_warp_coding: bool,
 }
 
 /// Keys per sequence up to which [`EngineConfig::prefill_short_attn`] applies.
@@ -103,6 +113,7 @@ impl Default for EngineConfig {
             chain_grid: 0,
             prefill_lt: false,
             prefill_short_attn: false,
+            quant_warp_coding: false,
         }
     }
 }
@@ -225,6 +236,9 @@ pub struct FusedDecoder {
     /// A quantized LM head's outputs in the storage dtype before they widen to the f32 logits
     /// (None when the LM head is dense or the dtype is f32).
     lm_tmp: Option<Buf>,
+    /// The folded Q4_K decode GEMV (quantized bf16/f16 Llama-style models with `fuse`; see
+    /// `quant_step.rs`).
+    qfold: Option<QuantFold>,
 }
 
 impl std::fmt::Debug for FusedDecoder {
@@ -356,7 +370,17 @@ impl FusedDecoder {
             // the quantized kernels' module loads now, not inside the first graph capture
             magpie_core::backend::cuda::kern::kfunc(&dev, magpie_core::backend::cuda::kern::KFile::Quant, dtype, "quant_dequant_q8_0")?;
         }
-        let mut e = FusedDecoder { dev, dtype, k, w, lp, cfg, b, graphs: HashMap::new(), sampling: greedy, l2_window, lt, short_attn, lm_head, qscratch, lm_tmp };
+        // decode steps of quantized models fold the small kernels into the Q4_K GEMV (RMSNorm,
+        // gated MLP; 8-bit activation codes, so bf16 / f16 only)
+        let qfold = if quantized && cfg.fuse && cfg.gemv && s.norm == NormKind::Rms && s.gated && s.head_dim.is_multiple_of(2) && dtype != DType::F32 {
+            let mut f = QuantFold::new(&dev, dtype)?;
+            f.pdl = cfg.pdl;
+            f.warp_coding = cfg.quant_warp_coding;
+            Some(f)
+        } else {
+            None
+        };
+        let mut e = FusedDecoder { dev, dtype, k, w, lp, cfg, b, graphs: HashMap::new(), sampling: greedy, l2_window, lt, short_attn, lm_head, qscratch, lm_tmp, qfold };
         e.set_sampling(greedy)?;
         Ok(e)
     }
@@ -594,8 +618,9 @@ impl FusedDecoder {
         let qd = s.heads * s.head_dim;
         let fin = (ptr(&self.w.final_norm.w)?, opt_ptr(&self.w.final_norm.b)?);
         if self.lm_head.1.is_some() || self.lp.iter().any(|l| l.quant.iter().any(Option::is_some)) {
-            // quantized weights run the quantized GEMV, which has no folded norm or epilogue
-            return Ok(false);
+            // quantized weights: the folded Q4_K step where it is built (other block types run
+            // their unfolded kernels inside it)
+            return Ok(self.qfold.is_some() && (1..=FOLD_MAX_ROWS).contains(&m));
         }
         let mut ok = k.gemv_fusable(m, s.hidden, b.x.ptr, self.lm_head.0, fin);
         for l in &self.lp {
@@ -614,6 +639,9 @@ impl FusedDecoder {
     /// Same values as the unfused step up to the order of f32 sums and the rounding of the
     /// normalized rows (not rounded to the storage dtype before the product).
     fn fused_step(&self, m: usize) -> Result<()> {
+        if let Some(qf) = &self.qfold {
+            return self.quant_step(qf, m);
+        }
         let (s, d, k, b) = (&self.w.spec, &*self.dev, &self.k, &self.b);
         let dt = self.dtype;
         let (qd, kvd) = (s.heads * s.head_dim, s.kv_heads * s.head_dim);

@@ -7,7 +7,8 @@
 //! BERT runs as a [`FusedEncoder`] (GEMMs, flash attention, fused bias/GELU/residual/LayerNorm, one
 //! CUDA graph per input shape). Both read the weights the module path loaded and are tested against
 //! it (`tests/fused.rs`). A GGUF model's quantized layers (Q8_0, Q4_0, Q4_K, Q6_K) stay in their
-//! blocks on the device and run the core's quantized GEMV in decode steps (`tests/fused_quant.rs`).
+//! blocks on the device; bf16/f16 decode steps fold the small kernels into a Q4_K GEMV of the
+//! engine's own ([`QuantFold`]), other types run the core's quantized GEMV (`tests/fused_quant.rs`).
 //!
 //! ```no_run
 //! use magpie_models::auto::AutoModel;
@@ -32,16 +33,18 @@ mod kernels;
 mod lt;
 mod prefetch;
 mod quant;
+mod quant_fold;
 mod short_attn;
 mod weights;
 
 pub use encoder::{EncoderOutput, FusedEncoder};
 pub use engine::{EngineConfig, FusedDecoder, SHORT_ATTN_MAX_KEYS};
 pub use generate::sample_args;
-pub use kernels::{split_by_rounds, ActKind, SampleArgs};
+pub use kernels::{split_by_rounds, ActKind, GemvEpi, GemvNorm, SampleArgs};
 pub use lt::{LtEpi, LtGemm};
 pub use short_attn::ShortAttention;
 pub use quant::{QuantProj, QuantSeg};
+pub use quant_fold::{QuantFold, FOLD_MAX_ROWS};
 pub use weights::{DecoderWeights, NormKind, Proj, Spec};
 
 use crate::auto::AutoModel;
