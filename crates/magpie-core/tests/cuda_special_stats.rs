@@ -320,6 +320,24 @@ fn quantile_matches_cpu() {
 }
 
 #[test]
+fn geqrf_matches_cpu() {
+    let Some(dev) = gpu() else { return };
+    let mut rng = Rng::new(28);
+    // tall, wide, square, batched, odd sizes; LAPACK's reflector convention on both sides
+    for shape in [vec![5usize, 3], vec![3, 5], vec![4, 4], vec![2, 7, 6], vec![3, 1, 1]] {
+        for dt in [DType::F64, DType::F32] {
+            let x = rand(&mut rng, &shape, dt, -1.0, 1.0);
+            let (a, tau) = magpie_core::ops::linalg::geqrf(&x).unwrap();
+            let (ag, taug) = magpie_core::ops::linalg::geqrf(&x.to_device(dev).unwrap()).unwrap();
+            assert_eq!(ag.device(), dev);
+            let (rt, at) = if dt == DType::F64 { (1e-10, 1e-10) } else { (1e-4, 1e-5) };
+            assert_close(&format!("geqrf a {shape:?} {dt:?}"), &host(&ag), &a, rt, at);
+            assert_close(&format!("geqrf tau {shape:?} {dt:?}"), &host(&taug), &tau, rt, at);
+        }
+    }
+}
+
+#[test]
 fn registry_calls_do_not_fall_back() {
     let Some(dev) = gpu() else { return };
     let mut rng = Rng::new(25);
@@ -356,6 +374,7 @@ fn registry_calls_do_not_fall_back() {
         ("masked.norm", vec![t(x.clone()), f(2.0)]),
         ("histc", vec![t(x.clone())]),
         ("unique", vec![t(x.clone())]),
+        ("geqrf", vec![t(x.clone())]),
         ("quantile", vec![t(x.clone()), f(0.3)]),
         ("nanquantile", vec![t(x.clone()), f(0.6), i(1)]),
         ("unique_consecutive", vec![t(x.clone())]),
