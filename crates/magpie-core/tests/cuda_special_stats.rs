@@ -338,6 +338,53 @@ fn geqrf_matches_cpu() {
 }
 
 #[test]
+fn integer_products_and_convs_match_cpu() {
+    use magpie_core::ops::nn::{conv, conv_transpose, Padding};
+    let Some(dev) = gpu() else { return };
+    let mut rng = Rng::new(29);
+    for dt in [DType::I64, DType::I32, DType::U8] {
+        for (sa, sb) in [(vec![5usize, 10], vec![10usize, 5]), (vec![3, 7, 1], vec![3, 1, 9]), (vec![0, 4], vec![4, 3]), (vec![2, 0], vec![0, 6]), (vec![9], vec![9, 2])] {
+            let a = rand(&mut rng, &sa, dt, -9.0, 9.0);
+            let b = rand(&mut rng, &sb, dt, -9.0, 9.0);
+            let got = a.to_device(dev).unwrap().matmul(&b.to_device(dev).unwrap()).unwrap();
+            assert_eq!(got.device(), dev);
+            assert_close(&format!("matmul {sa:?} {sb:?} {dt:?}"), &host(&got), &a.matmul(&b).unwrap(), 0.0, 0.0);
+        }
+    }
+    // int64 products past 2^63 wrap as on the CPU
+    let a = Tensor::from_vec(vec![i64::MAX, 3], &[1, 2]).unwrap();
+    let b = Tensor::from_vec(vec![2i64, 5], &[2, 1]).unwrap();
+    assert_close("matmul wraps", &host(&a.to_device(dev).unwrap().mm(&b.to_device(dev).unwrap()).unwrap()), &a.mm(&b).unwrap(), 0.0, 0.0);
+    // integer conv and conv_transpose: the gather + product path on the device
+    let x = rand(&mut rng, &[2, 4, 7, 6], DType::I64, -5.0, 5.0);
+    let w = rand(&mut rng, &[6, 2, 3, 2], DType::I64, -3.0, 3.0);
+    let want = conv(&x, &w, None, 2, &[2, 1], &Padding::Explicit(vec![1, 0]), &[1, 2], 2).unwrap();
+    let got = conv(&x.to_device(dev).unwrap(), &w.to_device(dev).unwrap(), None, 2, &[2, 1], &Padding::Explicit(vec![1, 0]), &[1, 2], 2).unwrap();
+    assert_close("int conv2d", &host(&got), &want, 0.0, 0.0);
+    let wt = rand(&mut rng, &[4, 3, 3, 2], DType::I64, -3.0, 3.0);
+    let want = conv_transpose(&x, &wt, None, 2, &[2, 1], &[1, 0], &[1, 0], 1, &[1, 1]).unwrap();
+    let got = conv_transpose(&x.to_device(dev).unwrap(), &wt.to_device(dev).unwrap(), None, 2, &[2, 1], &[1, 0], &[1, 0], 1, &[1, 1]).unwrap();
+    assert_close("int conv_transpose2d", &host(&got), &want, 0.0, 0.0);
+    // float convs against the CPU kernels on the device path (cuBLAS GEMMs, no TF32)
+    for dt in [DType::F32, DType::F64] {
+        let x = rand(&mut rng, &[3, 6, 11], dt, -1.0, 1.0);
+        let w = rand(&mut rng, &[4, 3, 5], dt, -1.0, 1.0);
+        let b = rand(&mut rng, &[4], dt, -1.0, 1.0);
+        let f = |x: &Tensor, w: &Tensor, b: &Tensor| conv(x, w, Some(b), 1, &[2], &Padding::Explicit(vec![3]), &[2], 2).unwrap();
+        let (xc, wc, bc) = (x.requires_grad_(true).unwrap(), w.requires_grad_(true).unwrap(), b.requires_grad_(true).unwrap());
+        let want = f(&xc, &wc, &bc);
+        want.sum_dims(None, false, None).unwrap().backward().unwrap();
+        let (xg, wg, bg) = (x.to_device(dev).unwrap().requires_grad_(true).unwrap(), w.to_device(dev).unwrap().requires_grad_(true).unwrap(), b.to_device(dev).unwrap().requires_grad_(true).unwrap());
+        let got = f(&xg, &wg, &bg);
+        got.sum_dims(None, false, None).unwrap().backward().unwrap();
+        let (rt, at) = if dt == DType::F64 { (1e-12, 1e-12) } else { (1e-5, 1e-5) };
+        assert_close(&format!("conv1d {dt:?}"), &host(&got.detach()), &want.detach(), rt, at);
+        assert_close(&format!("conv1d grad x {dt:?}"), &host(&xg.grad().unwrap()), &xc.grad().unwrap(), rt, at);
+        assert_close(&format!("conv1d grad w {dt:?}"), &host(&wg.grad().unwrap()), &wc.grad().unwrap(), rt, at);
+    }
+}
+
+#[test]
 fn registry_calls_do_not_fall_back() {
     let Some(dev) = gpu() else { return };
     let mut rng = Rng::new(25);
@@ -375,6 +422,7 @@ fn registry_calls_do_not_fall_back() {
         ("histc", vec![t(x.clone())]),
         ("unique", vec![t(x.clone())]),
         ("geqrf", vec![t(x.clone())]),
+        ("nn.functional.conv1d", vec![t(x.reshape(&[1, 5, 6]).unwrap()), t(x.narrow(1, 0, 3).unwrap().reshape(&[3, 5, 1]).unwrap().contiguous().unwrap())]),
         ("quantile", vec![t(x.clone()), f(0.3)]),
         ("nanquantile", vec![t(x.clone()), f(0.6), i(1)]),
         ("unique_consecutive", vec![t(x.clone())]),
@@ -390,6 +438,8 @@ fn registry_calls_do_not_fall_back() {
     call("searchsorted", vec![t(seq.clone()), t(x.clone())], vec![("sorter".into(), t(sorter))]).unwrap_or_else(|e| panic!("searchsorted: {e}"));
     ops.push("searchsorted");
     let counts = cuda::fallback_counts();
+    // the convolution's inner kernel runs on the device too (no `host:conv` round trip)
+    assert!(!counts.iter().any(|(o, _, f)| o == "host:conv" && *f > 0), "host:conv in {counts:?}");
     for op in ops {
         let c = counts.iter().find(|(o, _, _)| o == op);
         assert!(matches!(c, Some((_, n, 0)) if *n > 0), "{op} did not run natively: {c:?} in {counts:?}");

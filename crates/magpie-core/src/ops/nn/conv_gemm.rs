@@ -25,9 +25,14 @@ pub fn set_conv_via_gemm(on: bool) {
     ON_CPU.store(on, Ordering::Relaxed);
 }
 
-/// True when the slot of a float convolution on `dev` takes this path.
+/// True when the slot of a convolution of dtype `dt` on `dev` takes this path.
 pub(crate) fn applies(dev: crate::Device, dt: DType) -> bool {
-    dt.is_float() && (dev.is_cuda() || ON_CPU.load(Ordering::Relaxed))
+    if dev.is_cuda() {
+        // integers through the device's integer products (ops/matmul.rs), wrapping as the CPU loops
+        dt.is_float() || (dt.is_integral() && !dt.is_bool())
+    } else {
+        dt.is_float() && ON_CPU.load(Ordering::Relaxed)
+    }
 }
 
 /// `positions(g)` on `dev` as i64: the input position of each (kernel offset, output position),
