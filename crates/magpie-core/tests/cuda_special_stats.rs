@@ -111,9 +111,9 @@ fn polygamma_and_mvlgamma_match_cpu() {
     let x = Tensor::from_vec(vec![0.7f64, 2.5, 4.0, 9.25, 1.3], &[5]).unwrap();
     for which in ["polygamma", "mvlgamma"] {
         let f = |t: &Tensor| if which == "polygamma" { t.polygamma(2).unwrap() } else { t.mvlgamma(2).unwrap() };
-        let xc = x.requires_grad_(true).unwrap();
+        let xc = x.detach().requires_grad_(true).unwrap();
         f(&xc).sum_dims(None, false, None).unwrap().backward().unwrap();
-        let xg = x.to_device(dev).unwrap().requires_grad_(true).unwrap();
+        let xg = x.detach().to_device(dev).unwrap().requires_grad_(true).unwrap();
         f(&xg).sum_dims(None, false, None).unwrap().backward().unwrap();
         assert_close(&format!("{which} grad"), &host(&xg.grad().unwrap()), &xc.grad().unwrap(), 1e-11, 1e-12);
     }
@@ -161,9 +161,9 @@ fn var_std_match_cpu() {
     }
     // gradients through the recorded rule on both devices
     let x = rand(&mut rng, &[4, 9], DType::F64, -1.0, 1.0);
-    let xc = x.requires_grad_(true).unwrap();
+    let xc = x.detach().requires_grad_(true).unwrap();
     xc.std_dims(Some(&[1]), 1.0, false).unwrap().sum_dims(None, false, None).unwrap().backward().unwrap();
-    let xg = x.to_device(dev).unwrap().requires_grad_(true).unwrap();
+    let xg = x.detach().to_device(dev).unwrap().requires_grad_(true).unwrap();
     xg.std_dims(Some(&[1]), 1.0, false).unwrap().sum_dims(None, false, None).unwrap().backward().unwrap();
     assert_close("std grad", &host(&xg.grad().unwrap()), &xc.grad().unwrap(), 1e-12, 1e-12);
     // integer inputs are rejected as on the CPU
@@ -188,9 +188,9 @@ fn dist_histc_searchsorted_max_match_cpu() {
     }
     // norm gradient on the device
     let a = rand(&mut rng, &[6, 5], DType::F64, -2.0, 2.0);
-    let ac = a.requires_grad_(true).unwrap();
+    let ac = a.detach().requires_grad_(true).unwrap();
     ac.norm_p(3.0, Some(&[1]), false, None).unwrap().sum_dims(None, false, None).unwrap().backward().unwrap();
-    let ag = a.to_device(dev).unwrap().requires_grad_(true).unwrap();
+    let ag = a.detach().to_device(dev).unwrap().requires_grad_(true).unwrap();
     ag.norm_p(3.0, Some(&[1]), false, None).unwrap().sum_dims(None, false, None).unwrap().backward().unwrap();
     assert_close("norm grad", &host(&ag.grad().unwrap()), &ac.grad().unwrap(), 1e-12, 1e-12);
 
@@ -312,9 +312,9 @@ fn quantile_matches_cpu() {
     assert_close("nanquantile all-NaN line", &host(&got), &x.nanquantile(&[0.5], true, Some(1), false, Interpolation::Linear).unwrap(), 0.0, 0.0);
     // the gradient flows through the two gathers on the device
     let x = rand(&mut rng, &[4, 9], DType::F64, -1.0, 1.0);
-    let xc = x.requires_grad_(true).unwrap();
+    let xc = x.detach().requires_grad_(true).unwrap();
     xc.quantile(&[0.3], true, Some(1), false, Interpolation::Linear).unwrap().sum_dims(None, false, None).unwrap().backward().unwrap();
-    let xg = x.to_device(dev).unwrap().requires_grad_(true).unwrap();
+    let xg = x.detach().to_device(dev).unwrap().requires_grad_(true).unwrap();
     xg.quantile(&[0.3], true, Some(1), false, Interpolation::Linear).unwrap().sum_dims(None, false, None).unwrap().backward().unwrap();
     assert_close("quantile grad", &host(&xg.grad().unwrap()), &xc.grad().unwrap(), 1e-12, 1e-12);
 }
@@ -371,10 +371,10 @@ fn integer_products_and_convs_match_cpu() {
         let w = rand(&mut rng, &[4, 3, 5], dt, -1.0, 1.0);
         let b = rand(&mut rng, &[4], dt, -1.0, 1.0);
         let f = |x: &Tensor, w: &Tensor, b: &Tensor| conv(x, w, Some(b), 1, &[2], &Padding::Explicit(vec![3]), &[2], 2).unwrap();
-        let (xc, wc, bc) = (x.requires_grad_(true).unwrap(), w.requires_grad_(true).unwrap(), b.requires_grad_(true).unwrap());
+        let (xc, wc, bc) = (x.detach().requires_grad_(true).unwrap(), w.detach().requires_grad_(true).unwrap(), b.detach().requires_grad_(true).unwrap());
         let want = f(&xc, &wc, &bc);
         want.sum_dims(None, false, None).unwrap().backward().unwrap();
-        let (xg, wg, bg) = (x.to_device(dev).unwrap().requires_grad_(true).unwrap(), w.to_device(dev).unwrap().requires_grad_(true).unwrap(), b.to_device(dev).unwrap().requires_grad_(true).unwrap());
+        let (xg, wg, bg) = (x.detach().to_device(dev).unwrap().requires_grad_(true).unwrap(), w.detach().to_device(dev).unwrap().requires_grad_(true).unwrap(), b.detach().to_device(dev).unwrap().requires_grad_(true).unwrap());
         let got = f(&xg, &wg, &bg);
         got.sum_dims(None, false, None).unwrap().backward().unwrap();
         let (rt, at) = if dt == DType::F64 { (1e-12, 1e-12) } else { (1e-5, 1e-5) };
