@@ -65,11 +65,14 @@ fn both(what: &str, inputs: &[Tensor], tol: f64, f: &dyn Fn(&[Tensor]) -> Tensor
     }
 }
 
+/// A convolution geometry: spatial input, kernel, stride, padding, dilation, groups, cin, cout, batch.
+type Case = (Vec<usize>, Vec<usize>, Vec<i64>, Vec<i64>, Vec<i64>, usize, usize, usize, usize);
+
 #[test]
 fn gemm_path_matches_cpu_kernels() {
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     // (spatial input, kernel, stride, padding, dilation, groups, cin, cout, batch)
-    let cases: Vec<(Vec<usize>, Vec<usize>, Vec<i64>, Vec<i64>, Vec<i64>, usize, usize, usize, usize)> = vec![
+    let cases: Vec<Case> = vec![
         (vec![7], vec![3], vec![1], vec![0], vec![1], 1, 2, 3, 2),
         (vec![10], vec![4], vec![3], vec![2], vec![2], 2, 4, 6, 1),
         (vec![5, 6], vec![3, 2], vec![1, 2], vec![1, 0], vec![1, 1], 1, 3, 2, 2),

@@ -193,9 +193,12 @@ fn quantile_impl(op: &str, x: &Tensor, q: &[f64], q_scalar: bool, dim: Option<i6
     Ok(out)
 }
 
+/// Each quantile level's (lower rank, upper rank, weight) in one sorted line.
+type LineRanks<'a> = dyn Fn(&[f64]) -> Vec<(i64, i64, f64)> + Sync + 'a;
+
 /// The lower and upper ranks and the weight of each quantile level along `d` of `sorted`
 /// (shaped as `sorted` with `nq` along `d`), from `ranks` of each line on the host.
-fn ranks_on_host(sorted: &Tensor, d: usize, nq: usize, ranks: &(dyn Fn(&[f64]) -> Vec<(i64, i64, f64)> + Sync), dt: DType) -> Result<(Tensor, Tensor, Tensor)> {
+fn ranks_on_host(sorted: &Tensor, d: usize, nq: usize, ranks: &LineRanks<'_>, dt: DType) -> Result<(Tensor, Tensor, Tensor)> {
     let lo = map_lines::<f64, i64>(sorted, d, nq, |l, o| {
         for (o, r) in o.iter_mut().zip(ranks(l)) {
             *o = r.0;
