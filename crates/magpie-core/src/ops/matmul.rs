@@ -22,6 +22,7 @@ pub(crate) fn mm_prim(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     crate::ops::same_device("matmul", &[a, b])?;
     let out = match cuda_matmul(a, b)? {
         Some(o) => o,
+        None if a.device().is_cuda() && a.dtype().is_integral() && !a.dtype().is_bool() => int_matmul_on_device(a, b)?,
         None => batched_matmul(a, b)?,
     };
     if out.dtype().is_float() || out.dtype().is_complex() {
@@ -49,6 +50,16 @@ pub(crate) fn mm_prim(a: &Tensor, b: &Tensor) -> Result<Tensor> {
         });
     }
     Ok(out)
+}
+
+/// `a @ b` of integer CUDA tensors (equal batch shapes), which cuBLAS has no product for: the
+/// broadcast products `[.., m, k, n]` summed over `k` with the device's elementwise and
+/// reduction kernels, wrapping on overflow in the operands' dtype as the CPU kernel does.
+/// (PyTorch's CUDA rejects integer matmul; this keeps the CPU's result on the device.)
+fn int_matmul_on_device(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    let _ng = autograd::no_grad();
+    let prod = a.unsqueeze(-1)?.mul(&b.unsqueeze(-3)?)?;
+    prod.sum_dims(Some(&[-2]), false, None)?.to_dtype(a.dtype())
 }
 
 /// True for a CUDA operand whose last two dims are a transposed contiguous matrix (neither of

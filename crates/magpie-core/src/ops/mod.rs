@@ -29,6 +29,7 @@ pub mod pool;
 pub mod random;
 pub mod reduce;
 pub mod renorm;
+pub mod resize;
 pub mod scan;
 mod scan_cuda;
 pub mod segment_reduce;

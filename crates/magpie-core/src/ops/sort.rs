@@ -44,6 +44,7 @@ fn unique_impl(op: &str, x: &Tensor, dim: Option<i64>, sort: bool) -> Result<Uni
     }
     let xd = x.detach();
     match dim {
+        None if x.device().is_cuda() => unique_on_device(&xd, sort),
         None => {
             let flat = xd.reshape(&[-1])?;
             let n = flat.numel();
@@ -105,6 +106,37 @@ fn unique_impl(op: &str, x: &Tensor, dim: Option<i64>, sort: bool) -> Result<Uni
             })
         }
     }
+}
+
+/// [`unique_impl`] over all elements of a CUDA tensor, with device ops: sort (when `sort`), mark
+/// each element that differs from its predecessor (NaN differs from everything, as on the
+/// CPU), number the groups by a cumulative sum, and scatter positions, inverse and counts by
+/// group; the number of groups is read back (one sync, as PyTorch's CUDA `unique`).
+fn unique_on_device(xd: &Tensor, sort: bool) -> Result<Unique> {
+    let _ng = crate::autograd::no_grad();
+    let dev = xd.device();
+    let flat = xd.reshape(&[-1])?;
+    let n = flat.numel();
+    if n == 0 {
+        let empty_i = Tensor::zeros_on(&[0], DType::I64, dev)?;
+        return Ok(Unique { values: flat.contiguous()?, inverse: Tensor::zeros_on(xd.shape(), DType::I64, dev)?, counts: empty_i });
+    }
+    let (sorted, perm) = if sort { flat.sort(0, false)? } else { (flat.clone(), Tensor::arange_on(0i64.into(), (n as i64).into(), 1i64.into(), DType::I64, dev)?) };
+    let starts = if n == 1 {
+        Tensor::full_on(&[1], true, DType::Bool, dev)?
+    } else {
+        let differs = sorted.narrow(0, 1, n as i64 - 1)?.ne(&sorted.narrow(0, 0, n as i64 - 1)?)?;
+        crate::ops::shape_ops::cat(&[Tensor::full_on(&[1], true, DType::Bool, dev)?, differs], 0)?
+    };
+    let gid = starts.to_dtype(DType::I64)?.cumsum(0, None)?.sub_scalar(1i64)?;
+    let k = gid.narrow(0, n as i64 - 1, 1)?.to_vec::<i64>()?.first().copied().unwrap_or(0) as usize + 1;
+    // the sorted position of each group's first element: the sum of `i * start` over the group
+    let pos = Tensor::arange_on(0i64.into(), (n as i64).into(), 1i64.into(), DType::I64, dev)?;
+    let first = Tensor::zeros_on(&[k], DType::I64, dev)?.scatter_add(0, &gid, &pos.mul(&starts.to_dtype(DType::I64)?)?)?;
+    let values = sorted.gather(0, &first)?;
+    let inverse = Tensor::zeros_on(&[n], DType::I64, dev)?.scatter_add(0, &perm, &gid)?.reshape_to(xd.shape())?;
+    let counts = Tensor::zeros_on(&[k], DType::I64, dev)?.scatter_add(0, &gid, &Tensor::full_on(&[n], 1i64, DType::I64, dev)?)?;
+    Ok(Unique { values, inverse, counts })
 }
 
 /// Binary search of `v` in a sorted line: the first position whose value is `>= v`
@@ -196,8 +228,19 @@ impl Tensor {
         }
         let m = *seq.shape().last().unwrap_or(&0);
         let per = if seq.ndim() == 1 { values.numel() } else { *values.shape().last().unwrap_or(&1) };
+        if let (Some(s), true) = (sorter, seq.device().is_cuda() && m > 0) {
+            // the sequence taken in the sorter's order, searched without a sorter: the same
+            // positions, on the device
+            let bad = s.lt_scalar(0)?.logical_or(&s.ge_scalar(m as i64)?)?.any_dims(None, false)?.to_vec::<bool>()?;
+            if bad.first().copied().unwrap_or(false) {
+                return Err(Error::index(op, format!("torch.searchsorted(): sorter index out of range for dimension of size {m}")));
+            }
+            let s = if s.device() == seq.device() { s.clone() } else { s.to_device(seq.device())? };
+            let sorted = seq.detach().gather(-1, &s)?;
+            return sorted.searchsorted(values, out_int32, right, None);
+        }
         #[cfg(feature = "cuda")]
-        if sorter.is_none() && seq.device().is_cuda() && (values.device() == seq.device() || values.ndim() == 0) {
+        if (sorter.is_none() || m == 0) && seq.device().is_cuda() && (values.device() == seq.device() || values.ndim() == 0) {
             // a Python number comes as a 0-d CPU tensor
             let v = values.to_device(seq.device())?;
             let float = seq.dtype().is_float() || values.dtype().is_float();
@@ -244,11 +287,14 @@ impl Tensor {
         if bins <= 0 {
             return Err(Error::value(op, format!("torch.histc(): bins must be > 0, but got {bins} for dimension 0")));
         }
-        let v: Vec<f64> = cpu::to_vec(self)?;
-        let (mut lo, mut hi) = (min, max);
-        if lo > hi {
+        if min > max {
             return Err(Error::value(op, format!("torch.histc(): max must be larger than min, but got min {min} and max {max}")));
         }
+        if self.device().is_cuda() {
+            return histc_on_device(self, bins as usize, min, max);
+        }
+        let v: Vec<f64> = cpu::to_vec(self)?;
+        let (mut lo, mut hi) = (min, max);
         if lo == hi && !v.is_empty() {
             lo = v.iter().cloned().fold(f64::INFINITY, f64::min);
             hi = v.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
@@ -274,6 +320,35 @@ impl Tensor {
         }
         crate::with_dtype!(self.dtype(), T, { Tensor::from_vec(counts.iter().map(|&c| T::from_f64(c)).collect::<Vec<T>>(), &[nb]) })
     }
+}
+
+/// [`Tensor::histc`] with tensor ops on `x`'s device: the data's range (when `min == max`) is
+/// read back as two numbers, each element's bin is computed in f64 as on the CPU, and the counts
+/// are a `scatter_add` of ones (zeros for the elements outside the range).
+fn histc_on_device(x: &Tensor, nb: usize, min: f64, max: f64) -> Result<Tensor> {
+    let op = "histc";
+    let _ng = crate::autograd::no_grad();
+    let v = x.detach().reshape(&[-1])?.to_dtype(DType::F64)?;
+    let (mut lo, mut hi) = (min, max);
+    if lo == hi && v.numel() > 0 {
+        // NaN propagates through min/max; the CPU fold skips it, so drop the NaNs first
+        let fin = v.ne(&v)?;
+        let big = v.full_like(f64::INFINITY)?;
+        lo = fin.where_(&big, &v)?.min()?.to_vec::<f64>()?.first().copied().unwrap_or(lo);
+        hi = fin.where_(&big.neg()?, &v)?.max()?.to_vec::<f64>()?.first().copied().unwrap_or(hi);
+    }
+    if lo == hi {
+        lo -= 1.0;
+        hi += 1.0;
+    }
+    if !lo.is_finite() || !hi.is_finite() {
+        return Err(Error::value(op, format!("torch.histc(): range of [{lo}, {hi}] is not finite")));
+    }
+    let inside = v.ge_scalar(lo)?.logical_and(&v.le_scalar(hi)?)?;
+    let bin = v.sub_scalar(lo)?.mul_scalar(nb as f64)?.div_scalar(hi - lo)?.floor()?.clamp_max((nb - 1) as f64)?;
+    let idx = inside.where_(&bin, &bin.zeros_like()?)?.to_dtype(DType::I64)?;
+    let ones = inside.to_dtype(x.dtype())?;
+    Tensor::zeros_on(&[nb], x.dtype(), x.device())?.scatter_add(0, &idx, &ones)
 }
 
 fn positions<K: PartialOrd + Copy>(s: &[K], v: &[K], m: usize, per: usize, right: bool, sorter: Option<&[i64]>) -> Vec<i64> {

@@ -110,6 +110,14 @@ pub(crate) fn register(r: &mut Registry) {
         let off = a.opt_int(3, "storage_offset")?;
         t(x.as_strided(&size, &stride, off)?)
     });
+    r.add("resize_", |a| {
+        let x = a.tensor(0, "input")?;
+        t(x.resize_(&a.ints(1, "size")?)?)
+    });
+    r.add("resize_as_", |a| {
+        let x = a.tensor(0, "input")?;
+        t(x.resize_as_(&a.tensor(1, "the_template")?)?)
+    });
     r.add_all(&["movedim", "moveaxis"], |a| {
         let x = a.tensor(0, "input")?;
         t(x.movedim(&a.ints(1, "source")?, &a.ints(2, "destination")?)?)

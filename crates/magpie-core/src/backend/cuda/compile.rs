@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The preamble every kernel source starts with: f16/bf16 storage types and conversions, and
 /// the cast functions between all dtypes (no toolkit headers are needed).
-pub const PREAMBLE: &str = concat!(include_str!("kernels/preamble.cu"), include_str!("kernels/scalar_ops.cu"));
+pub const PREAMBLE: &str = concat!(include_str!("kernels/preamble.cu"), include_str!("kernels/scalar_ops.cu"), include_str!("kernels/special_fns.cu"));
 
 static COMPILES: AtomicU64 = AtomicU64::new(0);
 static DISK_HITS: AtomicU64 = AtomicU64::new(0);

@@ -165,6 +165,23 @@ mod imp {
         Ok((qb.mt()?, r))
     }
 
+    /// LAPACK's raw QR of `a` (`[.., m, n]`), as `torch.geqrf` returns it: R on and above the
+    /// diagonal with the Householder vectors below it, and their scalars `tau` (`[.., min(m, n)]`).
+    pub fn geqrf(op: &str, a: &Tensor) -> Result<(Tensor, Tensor)> {
+        let _ng = autograd::no_grad();
+        let ty = Real::of(op, a.dtype())?;
+        let (batch, count, m, n) = dims(a);
+        let k = m.min(n);
+        let c = colmajor(a)?;
+        let tau = zeros(a, a.dtype(), &with(&batch, &[k.max(1)]))?;
+        let info = zeros(a, DType::I32, &with(&batch, &[1]))?;
+        if c.numel() > 0 {
+            let (cp, dev) = ptr(op, &c)?;
+            sol::geqrf(op, &dev, ty, cp, m, n, count, ptr(op, &tau)?.0, ptr(op, &info)?.0)?;
+        }
+        Ok((cops::contiguous(&c.mt()?)?, cops::contiguous(&tau.narrow(-1, 0, k as i64)?)?))
+    }
+
     /// Eigenvalues (ascending, `[.., n]`) and eigenvectors (columns) of symmetric `a`, read from
     /// its `upper` (else lower) triangle.
     pub fn eigh(op: &str, a: &Tensor, upper: bool) -> Result<(Tensor, Tensor)> {
@@ -269,6 +286,9 @@ mod imp {
         Err(off(op))
     }
     pub fn cholesky(op: &str, _a: &Tensor) -> Result<(Tensor, Tensor)> {
+        Err(off(op))
+    }
+    pub fn geqrf(op: &str, _a: &Tensor) -> Result<(Tensor, Tensor)> {
         Err(off(op))
     }
     pub fn qr(op: &str, _a: &Tensor, _q_cols: usize) -> Result<(Tensor, Tensor)> {

@@ -28,6 +28,10 @@ pub fn geqrf(x: &Tensor) -> Result<(Tensor, Tensor)> {
         return Err(Error::shape(op, "torch.geqrf: input must have at least 2 dimensions."));
     }
     check_float(op, x)?;
+    if x.device().is_cuda() && matches!(x.dtype(), crate::DType::F32 | crate::DType::F64) {
+        // cuSOLVER's geqrf: LAPACK's reflectors and scalars
+        return super::cuda_path::geqrf(op, x);
+    }
     let mt = mats(op, x)?;
     let (m, n) = (mt.m, mt.n);
     let k = m.min(n);

@@ -23,3 +23,4 @@ pub use norms::{cond, linalg_norm, matrix_norm, torch_norm, vector_norm, NormOrd
 pub use solve::{cholesky, cholesky_ex, cholesky_inverse, cholesky_solve, det, inv, logdet, slogdet, solve, solve_triangular};
 pub use spectral::{matrix_sqrth, polar};
 pub(crate) use solve::lu_infos;
+pub(crate) use norms::norm_on_device;

@@ -63,7 +63,7 @@ pub fn vector_norm(x: &Tensor, ord: f64, dims: Option<&[i64]>, keepdim: bool, dt
 
 /// The value of [`vector_norm`] over `dims` as tensor ops on `x`'s device (no history): the same
 /// cases as [`norm_of`].
-fn norm_on_device(x: &Tensor, ord: f64, dims: &[usize], keepdim: bool) -> Result<Tensor> {
+pub(crate) fn norm_on_device(x: &Tensor, ord: f64, dims: &[usize], keepdim: bool) -> Result<Tensor> {
     let _ng = autograd::no_grad();
     let d: Vec<i64> = dims.iter().map(|&i| i as i64).collect();
     let sum = |t: Tensor| t.sum_dims(Some(&d), keepdim, None);

@@ -44,19 +44,19 @@ pub(crate) enum Slot {
 }
 
 impl ConvGeom {
-    fn cig(&self) -> usize {
+    pub(crate) fn cig(&self) -> usize {
         self.cin / self.groups
     }
-    fn cog(&self) -> usize {
+    pub(crate) fn cog(&self) -> usize {
         self.cout / self.groups
     }
-    fn kk(&self) -> usize {
+    pub(crate) fn kk(&self) -> usize {
         self.k.iter().product()
     }
-    fn o_len(&self) -> usize {
+    pub(crate) fn o_len(&self) -> usize {
         self.outs.iter().product()
     }
-    fn i_len(&self) -> usize {
+    pub(crate) fn i_len(&self) -> usize {
         self.ins.iter().product()
     }
 }
@@ -118,7 +118,7 @@ impl ConvNum for i64 {
 }
 
 /// For each (kernel offset, output position): the input position, or None in the padding.
-fn positions(g: &ConvGeom) -> Vec<Option<usize>> {
+pub(crate) fn positions(g: &ConvGeom) -> Vec<Option<usize>> {
     let (kk, ol) = (g.kk(), g.o_len());
     let mut v = vec![None; kk * ol];
     let mut r = 0;
@@ -250,7 +250,10 @@ fn out_shape(g: &ConvGeom, slot: Slot) -> &[usize] {
 pub(crate) fn conv_slot(g: Arc<ConvGeom>, slot: Slot, a: &Tensor, b: &Tensor) -> Result<Tensor> {
     let dt = a.dtype();
     let shape = out_shape(&g, slot).to_vec();
-    let out = if dt.is_float() {
+    let out = if super::conv_gemm::applies(a.device(), dt) {
+        // CUDA tensors: gather + cuBLAS GEMM + scatter_add on the device (conv_gemm.rs)
+        super::conv_gemm::slot(&g, slot, &positions(&g), a, b)?
+    } else if dt.is_float() {
         super::util::with_real!(dt, R, {
             let (av, bv) = (real_vec::<R>(a)?, real_vec::<R>(b)?);
             from_real(kernel::<R>(&g, slot, &av, &bv), &shape, dt)?
@@ -262,7 +265,7 @@ pub(crate) fn conv_slot(g: Arc<ConvGeom>, slot: Slot, a: &Tensor, b: &Tensor) ->
     } else {
         return Err(Error::dtype("conv", format!("\"conv\" not implemented for '{}'", dt.name())));
     };
-    let out = crate::backend::cuda::host_result("host:conv", out, a.device())?;
+    let out = if out.device() == a.device() { out } else { crate::backend::cuda::host_result("host:conv", out, a.device())? };
     let (sa, sb) = (autograd::Saved::new("conv", a), autograd::Saved::new("conv", b));
     autograd::record("Convolution", &[a, b], &[out.clone()], move |ctx, gr| {
         let (a, b, go) = (sa.get()?, sb.get()?, &gr[0]);

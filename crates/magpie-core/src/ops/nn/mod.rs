@@ -13,6 +13,7 @@ mod attention_fused;
 #[cfg(feature = "cuda")]
 mod attention_cuda;
 pub mod conv;
+mod conv_gemm;
 pub(crate) mod cross_entropy;
 pub mod ctc;
 pub mod dropout;
@@ -41,6 +42,7 @@ pub use attention::scaled_dot_product_attention;
 pub use attention_lse::sdpa_with_lse;
 pub use bias_gelu::bias_gelu;
 pub use conv::{bilinear, conv, conv_transpose, linear, Padding};
+pub use conv_gemm::set_conv_via_gemm;
 pub use ctc::ctc_loss;
 pub use dropout::{alpha_dropout, dropout, native_dropout_backward};
 pub use embedding::{embedding, embedding_bag, one_hot};

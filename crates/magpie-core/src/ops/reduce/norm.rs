@@ -105,10 +105,16 @@ impl Tensor {
             return Err(Error::index(op, "linalg.vector_norm cannot compute the inf norm on an empty tensor because the operation does not have an identity"));
         }
         let shape = reduced_shape(x.shape(), &d, keepdim);
-        let out = crate::with_dtype!(x.dtype(), T, {
-            let (v, _) = reduce_rows::<f64, T>(&x, &d, |r| T::from_f64(pnorm(r, p)))?;
-            Tensor::from_vec(v, &shape)?
-        });
+        let out = if x.device().is_cuda() {
+            // the reductions of linalg.vector_norm, in float32 for half inputs (rounded once)
+            let xc = if matches!(x.dtype(), DType::BF16 | DType::F16) { x.to_dtype(DType::F32)? } else { x.clone() };
+            crate::ops::linalg::norm_on_device(&xc, p, &d, keepdim)?.to_dtype(x.dtype())?
+        } else {
+            crate::with_dtype!(x.dtype(), T, {
+                let (v, _) = reduce_rows::<f64, T>(&x, &d, |r| T::from_f64(pnorm(r, p)))?;
+                Tensor::from_vec(v, &shape)?
+            })
+        };
         let sx = Saved::new(op, &x);
         let di: Vec<i64> = d.iter().map(|&v| v as i64).collect();
         autograd::record("Norm", &[&x], &[out.clone()], move |ctx, g| {

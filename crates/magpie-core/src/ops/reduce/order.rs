@@ -166,23 +166,11 @@ fn quantile_impl(op: &str, x: &Tensor, q: &[f64], q_scalar: bool, dim: Option<i6
             })
             .collect()
     };
-    let lo = map_lines::<f64, i64>(&sorted, d, nq, |l, o| {
-        for (o, r) in o.iter_mut().zip(ranks(l)) {
-            *o = r.0;
-        }
-    })?;
-    let hi = map_lines::<f64, i64>(&sorted, d, nq, |l, o| {
-        for (o, r) in o.iter_mut().zip(ranks(l)) {
-            *o = r.1;
-        }
-    })?;
-    let w = crate::with_dtype!(x.dtype(), T, {
-        map_lines::<f64, T>(&sorted, d, nq, |l, o| {
-            for (o, r) in o.iter_mut().zip(ranks(l)) {
-                *o = T::from_f64(r.2);
-            }
-        })?
-    });
+    let (lo, hi, w) = if sorted.device().is_cuda() {
+        ranks_on_device(&sorted, d, &qs, interp, ignore_nan)?
+    } else {
+        ranks_on_host(&sorted, d, nq, &ranks, x.dtype())?
+    };
     let below = gather_dim(&sorted, d, &lo)?;
     let above = gather_dim(&sorted, d, &hi)?;
     let v = below.add(&w.mul(&above.sub(&below)?)?)?;
@@ -203,6 +191,76 @@ fn quantile_impl(op: &str, x: &Tensor, q: &[f64], q_scalar: bool, dim: Option<i6
         out = out.squeeze_dims(&[0])?;
     }
     Ok(out)
+}
+
+/// Each quantile level's (lower rank, upper rank, weight) in one sorted line.
+type LineRanks<'a> = dyn Fn(&[f64]) -> Vec<(i64, i64, f64)> + Sync + 'a;
+
+/// The lower and upper ranks and the weight of each quantile level along `d` of `sorted`
+/// (shaped as `sorted` with `nq` along `d`), from `ranks` of each line on the host.
+fn ranks_on_host(sorted: &Tensor, d: usize, nq: usize, ranks: &LineRanks<'_>, dt: DType) -> Result<(Tensor, Tensor, Tensor)> {
+    let lo = map_lines::<f64, i64>(sorted, d, nq, |l, o| {
+        for (o, r) in o.iter_mut().zip(ranks(l)) {
+            *o = r.0;
+        }
+    })?;
+    let hi = map_lines::<f64, i64>(sorted, d, nq, |l, o| {
+        for (o, r) in o.iter_mut().zip(ranks(l)) {
+            *o = r.1;
+        }
+    })?;
+    let w = crate::with_dtype!(dt, T, {
+        map_lines::<f64, T>(sorted, d, nq, |l, o| {
+            for (o, r) in o.iter_mut().zip(ranks(l)) {
+                *o = T::from_f64(r.2);
+            }
+        })?
+    });
+    Ok((lo, hi, w))
+}
+
+/// [`ranks_on_host`] with tensor ops on a CUDA `sorted` (NaNs last): each line's count of
+/// non-NaN values is a reduction, the rank arithmetic of `quantile_impl`'s `ranks` is
+/// elementwise in f64, so nothing is read back.
+fn ranks_on_device(sorted: &Tensor, d: usize, qs: &[f64], interp: Interpolation, ignore_nan: bool) -> Result<(Tensor, Tensor, Tensor)> {
+    let _ng = autograd::no_grad();
+    let n = dim_size(sorted, d) as f64;
+    let di = d as i64;
+    let nan = sorted.ne(sorted)?;
+    let nanc = nan.to_dtype(DType::F64)?.sum_dims(Some(&[di]), true, Some(DType::F64))?;
+    let valid = nanc.neg()?.add_scalar(n)?;
+    let (mut los, mut his, mut ws) = (Vec::new(), Vec::new(), Vec::new());
+    for &qv in qs {
+        let mut r = if ignore_nan { valid.add_scalar(-1.0)?.mul_scalar(qv)? } else { nanc.zeros_like()?.add_scalar(qv * (n - 1.0))? };
+        if !ignore_nan {
+            r = nanc.gt_scalar(0.0)?.where_(&r.full_like(n - 1.0)?, &r)?;
+        }
+        let r = r.clamp_min(0.0)?;
+        let r = match interp {
+            Interpolation::Lower => r.floor()?,
+            Interpolation::Higher => r.ceil()?,
+            Interpolation::Nearest => {
+                let f = r.floor()?;
+                let diff = r.sub(&f)?;
+                // f is not negative: f % 2 != 0 is f - 2 floor(f / 2) != 0
+                let odd = f.sub(&f.mul_scalar(0.5)?.floor()?.mul_scalar(2.0)?)?.ne_scalar(0.0)?;
+                let up = diff.gt_scalar(0.5)?.logical_or(&diff.eq_scalar(0.5)?.logical_and(&odd)?)?;
+                f.add(&up.to_dtype(DType::F64)?)?
+            }
+            _ => r,
+        };
+        let lo = r.floor()?;
+        let w = match interp {
+            Interpolation::Linear => r.sub(&lo)?,
+            Interpolation::Midpoint => r.full_like(0.5)?,
+            _ => r.zeros_like()?,
+        };
+        his.push(r.ceil()?.to_dtype(DType::I64)?);
+        los.push(lo.to_dtype(DType::I64)?);
+        ws.push(w.to_dtype(sorted.dtype())?);
+    }
+    let cat = |v: Vec<Tensor>| crate::ops::shape_ops::cat(&v, di);
+    Ok((cat(los)?, cat(his)?, cat(ws)?))
 }
 
 impl Tensor {

@@ -100,6 +100,10 @@ pub(crate) fn scatter_add_dim(shape: &[usize], dim: usize, idx: &Tensor, src: &T
 /// `x.gather(dim, idx)` for values picked by a reduction that may drop `dim` (`keepdim` false):
 /// the indices are unsqueezed, the values gathered and the dim squeezed again.
 pub(crate) fn take_reduced(x: &Tensor, dim: usize, idx: &Tensor, keepdim: bool) -> Result<Tensor> {
+    if x.ndim() == 0 && x.device().is_cuda() {
+        // a 0-d tensor's only element (the index is 0): a copy, as the gather kernels take dims
+        return x.copy();
+    }
     if keepdim || x.ndim() == 0 {
         return gather_dim(x, dim, idx);
     }

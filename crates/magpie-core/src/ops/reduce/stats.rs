@@ -18,7 +18,10 @@ fn var_std(op: &'static str, x: &Tensor, dims: Option<&[i64]>, correction: f64, 
     let shape = reduced_shape(x.shape(), &d, keepdim);
     let n = reduced_count(x.shape(), &d);
     let denom = (n as f64 - correction).max(0.0);
-    let out = crate::with_dtype!(dt, T, {
+    let out = if x.device().is_cuda() {
+        var_on_device(x, &d, &shape, denom, std)?
+    } else {
+        crate::with_dtype!(dt, T, {
         // Two passes in f64 per output: accurate without Welford's per-element division.
         // read in place (no f64 copy of the input), accumulate in f64
         let (v, _) = reduce_rows::<T, T>(x, &d, |r| {
@@ -28,7 +31,8 @@ fn var_std(op: &'static str, x: &Tensor, dims: Option<&[i64]>, correction: f64, 
             T::from_f64(if std { var.sqrt() } else { var })
         })?;
         Tensor::from_vec(v, &shape)?
-    });
+        })
+    };
     let sx = Saved::new(op, x);
     let dims_c: Vec<i64> = d.iter().map(|&v| v as i64).collect();
     autograd::record(if std { "Std" } else { "Var" }, &[x], &[out.clone()], move |ctx, g| {
@@ -53,6 +57,26 @@ fn var_std(op: &'static str, x: &Tensor, dims: Option<&[i64]>, correction: f64, 
         Ok(vec![Some(g.mul(&x.sub(&mean)?)?.mul_scalar(2.0 / denom)?)])
     });
     Ok(out)
+}
+
+/// The value of [`var_std`] with tensor ops on `x`'s device (no history): two passes, the mean
+/// then the summed squared deviations, in float32 for half inputs (rounded once at the end).
+fn var_on_device(x: &Tensor, d: &[usize], shape: &[usize], denom: f64, std: bool) -> Result<Tensor> {
+    let _ng = autograd::no_grad();
+    let dt = x.dtype();
+    let xc = if dt == crate::DType::F64 || dt == crate::DType::F32 { x.detach() } else { x.to_dtype(crate::DType::F32)? };
+    let ss = if xc.ndim() == 0 {
+        let dev = xc.sub(&xc)?;
+        dev.mul(&dev)?
+    } else {
+        let di: Vec<i64> = d.iter().map(|&v| v as i64).collect();
+        let mean = xc.mean_dims(Some(&di), true, None)?;
+        let dev = xc.sub(&mean)?;
+        dev.mul(&dev)?.sum_dims(Some(&di), false, None)?
+    };
+    let v = ss.div_scalar(denom)?;
+    let v = if std { v.sqrt()? } else { v };
+    v.reshape_to(shape)?.to_dtype(dt)
 }
 
 impl Tensor {

@@ -116,7 +116,12 @@ impl Tensor {
         if n == 1 {
             return unary(&TRIGAMMA, self);
         }
-        let out = map_float("polygamma", self, move |v| gamma::polygamma(n, v))?;
+        // on CUDA: the zeta series per element in double (kernels/special_fns.cu)
+        let expr = format!("(C)mp_polygamma({}, (double)x)", crate::ops::unary::cuda_expr::ilit(n));
+        let out = match crate::ops::unary::cuda_expr::unary("polygamma", self, crate::ops::unary::cuda_expr::Out::Float, &expr, None, None)? {
+            Some(out) => out,
+            None => map_float("polygamma", self, move |v| gamma::polygamma(n, v))?,
+        };
         record_unary("polygamma", self, &out, move |x, _, g| g.mul(&x.polygamma(n + 1)?));
         Ok(out)
     }
@@ -126,11 +131,15 @@ impl Tensor {
             return Err(Error::value("mvlgamma", "p has to be greater than or equal to 1"));
         }
         let lim = (p as f64 - 1.0) / 2.0;
-        let xs: Vec<f64> = cpu::to_vec(self)?;
-        if xs.iter().any(|&v| v <= lim) {
-            return Err(Error::value("mvlgamma", "All elements must be greater than (p-1)/2"));
-        }
-        let out = map_float("mvlgamma", self, move |v| gamma::mvlgamma(v, p))?;
+        let out = if self.device().is_cuda() {
+            mvlgamma_on_device(self, p, lim)?
+        } else {
+            let xs: Vec<f64> = cpu::to_vec(self)?;
+            if xs.iter().any(|&v| v <= lim) {
+                return Err(Error::value("mvlgamma", "All elements must be greater than (p-1)/2"));
+            }
+            map_float("mvlgamma", self, move |v| gamma::mvlgamma(v, p))?
+        };
         record_unary("mvlgamma", self, &out, move |x, _, g| {
             let mut s = x.digamma()?;
             for i in 1..p {
@@ -148,6 +157,23 @@ impl Tensor {
     pub fn special_modified_bessel_i1(&self) -> Result<Tensor> {
         unary(&I1, self)
     }
+}
+
+/// `mvlgamma` as PyTorch composes it, on `x`'s device (no history): the check reads back one
+/// bool, then `sum_i lgamma(x - i/2) + p(p-1)/4 ln(pi)` with the elementwise kernels.
+fn mvlgamma_on_device(x: &Tensor, p: i64, lim: f64) -> Result<Tensor> {
+    let _ng = crate::autograd::no_grad();
+    let x = if x.dtype().is_float() { x.detach() } else { x.to_dtype(crate::default_dtype())? };
+    let bad = x.le_scalar(lim)?.any_dims(None, false)?.to_vec::<bool>()?;
+    if bad.first().copied().unwrap_or(false) {
+        return Err(Error::value("mvlgamma", "All elements must be greater than (p-1)/2"));
+    }
+    let pf = p as f64;
+    let mut s = x.lgamma()?;
+    for i in 1..p {
+        s = s.add(&x.add_scalar(-(i as f64) / 2.0)?.lgamma()?)?;
+    }
+    s.add_scalar(pf * (pf - 1.0) / 4.0 * PI.ln())
 }
 
 /// The orthogonal polynomial families of `torch.special`, by their op name.
@@ -168,6 +194,24 @@ pub enum Polynomial {
 }
 
 impl Polynomial {
+    /// The family's number in `mp_orth_poly` (kernels/special_fns.cu) and whether `x` is shifted
+    /// to `2x - 1` first.
+    fn device_code(self) -> (u8, bool) {
+        match self {
+            Polynomial::ChebyshevT => (0, false),
+            Polynomial::ChebyshevU => (1, false),
+            Polynomial::ChebyshevV => (2, false),
+            Polynomial::ChebyshevW => (3, false),
+            Polynomial::ShiftedChebyshevT => (0, true),
+            Polynomial::ShiftedChebyshevU => (1, true),
+            Polynomial::ShiftedChebyshevV => (2, true),
+            Polynomial::ShiftedChebyshevW => (3, true),
+            Polynomial::HermiteH => (4, false),
+            Polynomial::HermiteHe => (5, false),
+            Polynomial::LaguerreL => (6, false),
+            Polynomial::LegendreP => (7, false),
+        }
+    }
     /// The scalar function `P_n(x)`.
     pub fn eval(self, x: f64, n: i64) -> f64 {
         use polynomial::*;
@@ -196,6 +240,12 @@ pub fn orthogonal_polynomial(kind: Polynomial, x: &Tensor, n: &Tensor) -> Result
     let dt = if dt.is_integral() { crate::default_dtype() } else { dt };
     if dt.is_complex() {
         return Err(Error::dtype("special_polynomial", format!("not implemented for '{}'", dt.name())));
+    }
+    // on CUDA: the same recurrences per element in double (kernels/special_fns.cu)
+    let (code, shifted) = kind.device_code();
+    let xe = if shifted { "(2.0 * x - 1.0)" } else { "x" };
+    if let Some(out) = crate::ops::unary::cuda_expr::binary_f64("special_polynomial", x, n, dt, &format!("mp_orth_poly({code}, {xe}, y)"))? {
+        return Ok(out);
     }
     let nf = n.to_dtype(crate::dtype::DType::F64)?;
     let out = cpu::map_binary::<f64, f64, f64>("special_polynomial", x, &nf, move |a, b| {

@@ -52,6 +52,13 @@ pub(crate) fn grad(op: &'static str, x: &Tensor, g: &Tensor, float: &str) -> Res
     imp::grad(op, x, g, float)
 }
 
+/// `out = float(x, y)` over two broadcast tensors, `x` and `y` read as f64 (whatever their dtypes)
+/// and the expression computed in double, written as `out_dtype`. A CPU 0-d operand is moved to
+/// the other's device. None when neither is a CUDA tensor or the dtypes have no kernel.
+pub(crate) fn binary_f64(op: &'static str, x: &Tensor, y: &Tensor, out_dtype: crate::DType, float: &str) -> Result<Option<Tensor>> {
+    imp::binary_f64(op, x, y, out_dtype, float)
+}
+
 #[cfg(feature = "cuda")]
 mod imp {
     use super::{Out, Result, Tensor};
@@ -127,6 +134,25 @@ mod imp {
         map(op, op, intern(float.to_string()), compute, &out, &[Opnd { t: x, load_as: compute }, Opnd { t: g, load_as: compute }])?;
         Ok(Some(out))
     }
+
+    pub(super) fn binary_f64(op: &'static str, x: &Tensor, y: &Tensor, out_dtype: DType, float: &str) -> Result<Option<Tensor>> {
+        let dev = match (x.device(), y.device()) {
+            (a, b) if a == b && a.is_cuda() => a,
+            (a, crate::Device::Cpu) if a.is_cuda() && y.ndim() == 0 => a,
+            (crate::Device::Cpu, b) if b.is_cuda() && x.ndim() == 0 => b,
+            _ => return Ok(None),
+        };
+        let crate::Device::Cuda(ord) = dev else { return Ok(None) };
+        if !supported(x.dtype()) || !supported(y.dtype()) || !supported(out_dtype) {
+            return Ok(None);
+        }
+        let x = if x.device() == dev { x.clone() } else { x.to_device(dev)? };
+        let y = if y.device() == dev { y.clone() } else { y.to_device(dev)? };
+        let shape = crate::shape::broadcast_shapes(op, x.shape(), y.shape())?;
+        let out = crate::backend::cuda::ops::empty(op, ord, out_dtype, &shape)?;
+        map(op, op, intern(float.to_string()), DType::F64, &out, &[Opnd { t: &x, load_as: DType::F64 }, Opnd { t: &y, load_as: DType::F64 }])?;
+        Ok(Some(out))
+    }
 }
 
 #[cfg(not(feature = "cuda"))]
@@ -138,6 +164,10 @@ mod imp {
     }
 
     pub(super) fn grad(_: &'static str, _: &Tensor, _: &Tensor, _: &str) -> Result<Option<Tensor>> {
+        Ok(None)
+    }
+
+    pub(super) fn binary_f64(_: &'static str, _: &Tensor, _: &Tensor, _: crate::DType, _: &str) -> Result<Option<Tensor>> {
         Ok(None)
     }
 }
