@@ -2,7 +2,7 @@
 //! `scaled_dot_product_attention` with autograd): dq, dk, dv against the f64 composite's gradients
 //! on the CPU from the same (rounded) inputs and output gradient, over f32/f16/bf16, head dims
 //! 64/128 (tensor cores) and 40/16 (scalar kernels), odd lengths, causal with q_len != kv_len, GQA,
-//! batch dims of several ranks; the double-backward path (`create_graph`) against the CPU; and
+//! batch dims of several ranks, many blocks of several heads and batches; the double-backward path (`create_graph`) against the CPU; and
 //! the forward's log-sum-exp path giving the same output as without autograd.
 //! Skipped without CUDA unless MAGPIE_REQUIRE_CUDA=1.
 
@@ -125,6 +125,24 @@ fn flash_backward_long_causal() {
     case(&mut rng, DType::BF16, &[1, 2, 1000, 64], &[1, 2, 1000, 64], true, false);
     case(&mut rng, DType::F16, &[1, 4, 700, 128], &[1, 2, 700, 128], true, true);
     case(&mut rng, DType::F32, &[1, 2, 333, 64], &[1, 2, 333, 64], true, false);
+}
+
+#[test]
+fn flash_backward_many_blocks_longest_first() {
+    if gpu().is_none() {
+        return;
+    }
+    let _g = lock();
+    let mut rng = Rng::new(43);
+    // several key and query tiles over several heads and batches: the tensor-core kernels take
+    // their blocks in another order than the grid's (longest first), and the row sums
+    // (delta = rowsum(dO * O)) 16 bytes a load; odd lengths leave partial tiles
+    for dt in [DType::BF16, DType::F16] {
+        case(&mut rng, dt, &[3, 6, 200, 64], &[3, 2, 200, 64], true, true);
+        case(&mut rng, dt, &[2, 5, 131, 64], &[2, 5, 259, 64], true, false);
+        case(&mut rng, dt, &[2, 3, 190, 128], &[2, 3, 190, 128], true, false);
+        case(&mut rng, dt, &[3, 4, 97, 128], &[3, 2, 161, 128], false, true);
+    }
 }
 
 #[test]
