@@ -350,7 +350,7 @@ __device__ __forceinline__ void flash_bwd_q_tc(const FbParams& p) {
     fb_store<D, BF>(DQ, p.dq.ss, m0 + warp * 16, p.q_len, dq, p.scale, lane);
 }
 
-extern "C" __global__ void __launch_bounds__(128, 3) flash_bwd_kv_tc_d64(const FbParams p) { flash_bwd_kv_tc<64, 64, FaIsBf<T>::v>(p); }
+extern "C" __global__ void __launch_bounds__(128) flash_bwd_kv_tc_d64(const FbParams p) { flash_bwd_kv_tc<64, 64, FaIsBf<T>::v>(p); }
 extern "C" __global__ void __launch_bounds__(128) flash_bwd_kv_tc_d128(const FbParams p) { flash_bwd_kv_tc<128, 32, FaIsBf<T>::v>(p); }
 extern "C" __global__ void __launch_bounds__(128, 3) flash_bwd_q_tc_d64(const FbParams p) { flash_bwd_q_tc<64, 64, FaIsBf<T>::v>(p); }
 extern "C" __global__ void __launch_bounds__(128) flash_bwd_q_tc_d128(const FbParams p) { flash_bwd_q_tc<128, 32, FaIsBf<T>::v>(p); }
