@@ -132,6 +132,32 @@ __device__ __forceinline__ void fb_mma_abt(float (*acc)[4], const unsigned short
     }
 }
 
+// fb_mma_abt with the A fragments (16 rows x D) already in registers (af[ks], ks < D / 16).
+template <int D, int NB, bool BF>
+__device__ __forceinline__ void fb_mma_abt_r(float (*acc)[4], const unsigned (*af)[4], const unsigned short* sb, int b0, int lane) {
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ks++) {
+#pragma unroll
+        for (int np = 0; np < NB / 2; np++) {
+            unsigned kb[4];
+            int r = b0 + np * 16 + ((lane >> 4) << 3) + (lane & 7), ch = ks * 2 + ((lane >> 3) & 1);
+            fa_ldsm4(kb, sb + r * D + ((ch ^ (r & 7)) * 8));
+            fa_mma<BF>(acc[2 * np], af[ks], kb[0], kb[1]);
+            fa_mma<BF>(acc[2 * np + 1], af[ks], kb[2], kb[3]);
+        }
+    }
+}
+
+// The A fragments of rows [a0, a0 + 16) of a [.., D] swizzled tile, as fb_mma_abt loads them.
+template <int D>
+__device__ __forceinline__ void fb_load_a(unsigned (*af)[4], const unsigned short* sa, int a0, int lane) {
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ks++) {
+        int r = a0 + (lane & 15), ch = ks * 2 + (lane >> 4);
+        fa_ldsm4(af[ks], sa + r * D + ((ch ^ (r & 7)) * 8));
+    }
+}
+
 // acc[16 x D] += X[16 x 16*KK] (accumulator fragments x, packed to 16-bit here) * sb rows
 // [0, 16*KK) ([.., D] swizzled): the "O += P V" shape.
 template <int D, int KK, bool BF>
@@ -195,6 +221,7 @@ __device__ __forceinline__ void flash_bwd_kv_tc(const FbParams& p) {
     const u16* V = (const u16*)p.v.ptr + (i64)b * p.v.sb + (i64)kvh * p.v.sh;
     fb_load_tile<D>(sK, K, p.k.ss, k0, BN, p.kv_len, tid, NT);
     fb_load_tile<D>(sV, V, p.v.ss, k0, BN, p.kv_len, tid, NT);
+    fa_cp_commit();  // K and V: their own group, waited for before the first query tile's
 
     auto load_step = [&](int st, int buf) {
         const int h = kvh * group + st / qtiles;
@@ -212,6 +239,17 @@ __device__ __forceinline__ void flash_bwd_kv_tc(const FbParams& p) {
     };
     if (steps > 0) load_step(0, 0);
     fa_cp_commit();
+
+    // at d64 the warp's 16 rows of K and V stay in registers as the A operands of S^T and dP^T
+    // (at d128 they would not fit: 255 registers and spills)
+    constexpr bool AREG = D == 64;
+    unsigned kfr[AREG ? D / 16 : 1][4], vfr[AREG ? D / 16 : 1][4];
+    fa_cp_wait<1>();
+    __syncthreads();
+    if constexpr (AREG) {
+        fb_load_a<D>(kfr, sK, warp * 16, lane);
+        fb_load_a<D>(vfr, sV, warp * 16, lane);
+    }
 
     const int g = lane >> 2, t = lane & 3;
     const int key0 = k0 + warp * 16 + g, key1 = key0 + 8;
@@ -235,8 +273,13 @@ __device__ __forceinline__ void flash_bwd_kv_tc(const FbParams& p) {
         float s[BM / 8][4], dp[BM / 8][4];
 #pragma unroll
         for (int i = 0; i < BM / 8; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = dp[i][0] = dp[i][1] = dp[i][2] = dp[i][3] = 0.f;
-        fb_mma_abt<D, BM / 8, BF>(s, sK, warp * 16, tq, 0, lane);
-        fb_mma_abt<D, BM / 8, BF>(dp, sV, warp * 16, tg, 0, lane);
+        if constexpr (AREG) {
+            fb_mma_abt_r<D, BM / 8, BF>(s, kfr, tq, 0, lane);
+            fb_mma_abt_r<D, BM / 8, BF>(dp, vfr, tg, 0, lane);
+        } else {
+            fb_mma_abt<D, BM / 8, BF>(s, sK, warp * 16, tq, 0, lane);
+            fb_mma_abt<D, BM / 8, BF>(dp, sV, warp * 16, tg, 0, lane);
+        }
 #pragma unroll
         for (int nb = 0; nb < BM / 8; nb++) {
 #pragma unroll
