@@ -178,7 +178,7 @@ fn flash_double_backward_uses_the_composite() {
         let qd = q.to_device(dev).unwrap().requires_grad_(true).unwrap();
         let (kd, vd, wd) = (k.to_device(dev).unwrap(), v.to_device(dev).unwrap(), w.to_device(dev).unwrap());
         let y = nn::scaled_dot_product_attention(&qd, &kd, &vd, None, 0.0, true, None, false).unwrap();
-        let gq = magpie_core::autograd::grad(&[y.sum().unwrap()], &[qd.clone()], &[], true, true, false).unwrap();
+        let gq = magpie_core::autograd::grad(&[y.sum().unwrap()], std::slice::from_ref(&qd), &[], true, true, false).unwrap();
         let gq = gq[0].clone().unwrap();
         let z = gq.mul(&wd).unwrap().sum().unwrap();
         let g2 = magpie_core::autograd::grad(&[z], &[qd], &[], false, false, false).unwrap();
