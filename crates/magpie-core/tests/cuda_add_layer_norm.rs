@@ -1,6 +1,7 @@
 //! `add_layer_norm` (`layer_norm(x + bias + residual)`): the CUDA kernels against the composite
 //! on random inputs at several sizes (odd widths, rows past the one-launch column sums, widths
-//! past one block), float32, bfloat16 and float16, under autocast (a bf16 projection, a float32
+//! past one block, widths of 4-element loads up to 8192 and past it, operands off 4-element
+//! alignment), float32, bfloat16 and float16, under autocast (a bf16 projection, a float32
 //! residual, as BERT hands them over) and without; values and the gradients of all five inputs,
 //! also with `create_graph`. The CPU tests check the composite against a float64 loop and the
 //! argument errors. CUDA tests are skipped where CUDA is not available, unless
@@ -63,7 +64,7 @@ fn run(fused: bool, x: &Tensor, r: &Tensor, b: Option<&Tensor>, w: Option<&Tenso
 fn fused_add_layer_norm_matches_the_composite() {
     let Some(dev) = gpu() else { return };
     let mut rng = Rng::new(14);
-    let shapes: &[&[usize]] = &[&[1, 7], &[5, 768], &[3, 11, 130], &[100, 768], &[512, 768], &[4100, 33], &[2, 2049], &[3, 4111]];
+    let shapes: &[&[usize]] = &[&[1, 7], &[5, 768], &[3, 11, 130], &[100, 768], &[512, 768], &[4100, 33], &[2, 2049], &[3, 4111], &[5, 4], &[3, 132], &[2, 8192], &[2, 8196]];
     for &shape in shapes {
         let n = *shape.last().unwrap();
         let ns = [n as i64];
@@ -104,6 +105,33 @@ fn fused_add_layer_norm_matches_the_composite() {
                     }
                 }
             }
+        }
+    }
+}
+
+#[test]
+fn fused_add_layer_norm_on_unaligned_operands() {
+    // rows of a multiple of 4 elements take 4-element loads only when every operand starts on a
+    // multiple of 4 elements: views 1 and 2 elements into their storage take the scalar kernel
+    let Some(dev) = gpu() else { return };
+    let mut rng = Rng::new(6);
+    let (rows, n) = (33usize, 768usize);
+    for skip in [1i64, 2, 4] {
+        let x = rand(&mut rng, &[rows * n + 4], DType::BF16, -2.0, 2.0).to_device(dev).unwrap();
+        let x = x.narrow(0, skip, (rows * n) as i64).unwrap().view(&[rows as i64, n as i64]).unwrap();
+        let r = rand(&mut rng, &[rows, n], DType::F32, -2.0, 2.0).to_device(dev).unwrap();
+        let b = rand(&mut rng, &[n + 4], DType::F32, -1.0, 1.0).to_device(dev).unwrap().narrow(0, skip, n as i64).unwrap();
+        let w = rand(&mut rng, &[n], DType::F32, 0.5, 1.5).to_device(dev).unwrap();
+        let l = rand(&mut rng, &[n], DType::F32, -0.5, 0.5).to_device(dev).unwrap();
+        let gy = rand(&mut rng, &[rows, n], DType::F32, -1.0, 1.0).to_device(dev).unwrap();
+        let a = run(true, &x, &r, Some(&b), Some(&w), Some(&l), &[n as i64], &gy, Some(DType::BF16), false);
+        let c = run(false, &x, &r, Some(&b), Some(&w), Some(&l), &[n as i64], &gy, Some(DType::BF16), false);
+        assert_eq!(a.name, "AddLayerNormBackward0", "skip {skip}: the fused path ran");
+        near(&format!("skip {skip}: output"), &a.y, &c.y, 1e-4, 1e-5);
+        for (i, nm) in ["x", "residual", "bias"].iter().enumerate() {
+            let (ga, gc) = (a.grads[i].as_ref().unwrap(), c.grads[i].as_ref().unwrap());
+            let (rt, at) = if gc.dtype() == DType::F32 { (1e-4, 1e-5) } else { (1.0 / 64.0, 1.0 / 128.0) };
+            near(&format!("skip {skip}: grad of {nm}"), ga, gc, rt, at);
         }
     }
 }

@@ -86,8 +86,9 @@ pub fn forward(x: &Tensor, residual: &Tensor, bias: Option<&Tensor>, w: Option<&
     let rstd = empty(op, ord, ty.out, &[rows])?;
     if rows > 0 {
         let (xp, dev) = elem_ptr(op, &x)?;
-        let f = kfunc(&dev, KFile::AddNorm, ty.out, "add_ln_fwd")?;
-        let threads = row_threads(n);
+        let vec = vec4_applies(op, &x, &residual, bias.as_ref(), [w.as_ref(), lnb.as_ref(), Some(&h), Some(&y)], n, ty.out)?;
+        let f = kfunc(&dev, KFile::AddNorm, ty.out, if vec { "add_ln_fwd_v4" } else { "add_ln_fwd" })?;
+        let threads = if vec { vec4_threads(n) } else { row_threads(n) };
         let mut a = Args::new();
         a.push(xp).push(cx).push(elem_ptr(op, &residual)?.0).push(cr).push(ptr(op, &bias)?).push(cb).push(cxb).push(ch);
         a.push(ptr(op, &w)?).push(ptr(op, &lnb)?).push(elem_ptr(op, &h)?.0).push(elem_ptr(op, &y)?.0);
@@ -129,6 +130,34 @@ const ROW_MAXK: usize = 4;
 /// path), at most 1024 (longer rows take the loop path).
 fn row_threads(n: usize) -> u32 {
     (n.div_ceil(ROW_MAXK).div_ceil(32) * 32).clamp(32, 1024) as u32
+}
+
+/// Chunks of 4 elements a thread holds in `add_ln_fwd_v4` (`AL_VK` in add_norm.cu).
+const VEC_CHUNKS: usize = 2;
+
+/// Threads a row in `add_ln_fwd_v4`: `VEC_CHUNKS` chunks of 4 elements each, whole warps.
+fn vec4_threads(n: usize) -> u32 {
+    ((n / 4).div_ceil(VEC_CHUNKS).div_ceil(32) * 32).clamp(32, 1024) as u32
+}
+
+/// Whether `add_ln_fwd_v4` takes this call: rows of a multiple of 4 elements held in registers,
+/// every operand aligned to 4 of its elements, no float64, and the residual and the bias in the
+/// output dtype or float32 (the mixes the kernel is instantiated for).
+fn vec4_applies(op: &str, x: &Tensor, residual: &Tensor, bias: Option<&Tensor>, out_ops: [Option<&Tensor>; 4], n: usize, out: DType) -> Result<bool> {
+    let half_or_f32 = |d: DType| matches!(d, DType::F32 | DType::BF16 | DType::F16);
+    let in_t_or_f32 = |d: DType| d == out || d == DType::F32;
+    if !n.is_multiple_of(4) || n > 4 * VEC_CHUNKS * 1024 || !half_or_f32(out) || !half_or_f32(x.dtype()) || !in_t_or_f32(residual.dtype()) {
+        return Ok(false);
+    }
+    if bias.is_some_and(|b| !in_t_or_f32(b.dtype())) {
+        return Ok(false);
+    }
+    for t in [Some(x), Some(residual), bias].into_iter().chain(out_ops).flatten() {
+        if !elem_ptr(op, t)?.0.is_multiple_of(4 * t.dtype().size() as u64) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// How many row slices the column sums split into: about two blocks per SM over `bx` column

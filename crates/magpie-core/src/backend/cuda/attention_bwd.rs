@@ -2,7 +2,8 @@
 //! dq, dk, dv from q, k, v, the forward output, its gradient and the per-row log2-sum-exp that
 //! [`flash_forward_lse`](super::attention::flash_forward_lse) saved. Three launches: the row dots
 //! `delta = rowsum(dO * O)`, then dK/dV (a block per key tile of each kv head, walking the query
-//! heads of its GQA group, so no reduction over heads follows) and dQ (a block per query tile).
+//! heads of its GQA group, so no reduction over heads follows) and dQ (a block per query tile);
+//! the tensor-core kernels run their blocks longest first under a causal mask.
 //! Tensor cores for f16/bf16 with head_dim 64 or 128 on 16-byte aligned operands, the tiled
 //! float32 kernels of `attention_f32.rs` for float32 with head_dim up to 128, f32 scalar math
 //! otherwise. Nothing of size q_len x kv_len is allocated.
@@ -151,12 +152,19 @@ pub fn flash_backward(dev: &CudaDevice, p: &FlashParams, b: &FlashBwdBuffers) ->
     };
     let (bh, bkv) = (p.n_heads as u32, p.n_kv_heads as u32);
     let nb = p.batch as u32;
+    let d = p.head_dim;
+    let tc = bwd_uses_tensor_cores(dev, p, b);
     if p.q_len > 0 {
         let rows = p.batch * p.n_heads * p.q_len;
-        go("flash_bwd_delta", (rows.div_ceil(8) as u32, 1, 1), 256, 0)?;
+        if tc {
+            // 16-byte loads, head_dim / 8 threads a row (o and dout are 16-byte aligned here)
+            let per_block = 256 / (d / 8);
+            go(if d == 64 { "flash_bwd_delta_d64" } else { "flash_bwd_delta_d128" }, (rows.div_ceil(per_block) as u32, 1, 1), 256, 0)?;
+        } else {
+            go("flash_bwd_delta", (rows.div_ceil(8) as u32, 1, 1), 256, 0)?;
+        }
     }
-    let d = p.head_dim;
-    if bwd_uses_tensor_cores(dev, p, b) {
+    if tc {
         // tile sizes of attention_bwd.cu: dK/dV blocks of 64 keys with query tiles of 64 (d64) or
         // 32 (d128) rows; dQ blocks of 64 rows with key tiles of 64 (d64) or 32 (d128)
         let (kv_name, q_name, stream) = if d == 64 { ("flash_bwd_kv_tc_d64", "flash_bwd_q_tc_d64", 64) } else { ("flash_bwd_kv_tc_d128", "flash_bwd_q_tc_d128", 32) };

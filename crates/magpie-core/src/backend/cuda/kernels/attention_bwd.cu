@@ -3,6 +3,7 @@
 // q_len x kv_len in memory: the forward saved the log2-sum-exp of each query row (`lse`), so
 // P = exp2(s * scale_log2 - lse) is recomputed tile by tile.
 //   flash_bwd_delta                         delta_i = sum_d dO[i,d] O[i,d] (f32, per query row)
+//   flash_bwd_delta_d64 / _d128             the same with 16-byte loads (the tensor-core path)
 //   flash_bwd_kv_tc_d64 / _d128             dK, dV: a block per key tile of one kv head; it walks
 //                                           every query tile of every query head of its group, so
 //                                           GQA needs no reduction afterwards (T = bf16_t / half_t)
@@ -11,6 +12,9 @@
 //                                           head_dim <= 256 and any of f32 / f16 / bf16
 // With dS = P * (dP - delta), dP = dO V^T:  dV = P^T dO,  dK = scale dS^T Q,  dQ = scale dS K.
 // Two passes instead of atomics on dQ: deterministic, and no f32 dQ buffer.
+// The tensor-core kernels take their blocks longest first (fb_block): under a causal mask the
+// work of a block is its tile's share of the triangle, and a long block started last sets the
+// kernel's end while the other SMs idle.
 
 struct FbParams {
     int batch, n_heads, n_kv_heads, head_dim;
@@ -40,6 +44,44 @@ extern "C" __global__ void __launch_bounds__(256) flash_bwd_delta(const FbParams
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) a += __shfl_xor_sync(0xffffffffu, a, o);
     if (lane == 0) ((float*)p.delta)[row] = a;
+}
+
+// delta with 16-byte loads: D / 8 threads a row (head_dim 64 or 128, 16-byte aligned rows).
+template <int D>
+__device__ __forceinline__ void flash_bwd_delta_v8(const FbParams& p) {
+    constexpr int TPR = D / 8;
+    const i64 rows = (i64)p.batch * p.n_heads * p.q_len;
+    const i64 row = ((i64)blockIdx.x * blockDim.x + threadIdx.x) / TPR;
+    const int c = (threadIdx.x % TPR) * 8;
+    float a = 0.f;
+    if (row < rows) {
+        const int i = (int)(row % p.q_len);
+        const int h = (int)((row / p.q_len) % p.n_heads);
+        const int b = (int)(row / ((i64)p.q_len * p.n_heads));
+        const uint4 ov = *(const uint4*)((const T*)p.o.ptr + (i64)b * p.o.sb + (i64)h * p.o.sh + (i64)i * p.o.ss + c);
+        const uint4 gv = *(const uint4*)((const T*)p.dout.ptr + (i64)b * p.dout.sb + (i64)h * p.dout.sh + (i64)i * p.dout.ss + c);
+        const T* o8 = (const T*)&ov;
+        const T* g8 = (const T*)&gv;
+#pragma unroll
+        for (int j = 0; j < 8; j++) a = fmaf(Ty<T>::ld(o8[j]), Ty<T>::ld(g8[j]), a);
+    }
+    // the TPR threads of a row are consecutive lanes of one warp
+#pragma unroll
+    for (int o = TPR / 2; o > 0; o >>= 1) a += __shfl_xor_sync(0xffffffffu, a, o);
+    if (c == 0 && row < rows) ((float*)p.delta)[row] = a;
+}
+extern "C" __global__ void __launch_bounds__(256) flash_bwd_delta_d64(const FbParams p) { flash_bwd_delta_v8<64>(p); }
+extern "C" __global__ void __launch_bounds__(256) flash_bwd_delta_d128(const FbParams p) { flash_bwd_delta_v8<128>(p); }
+
+// Block (tile, head, batch) of a tensor-core kernel whose grid is (tiles, heads, batch): the
+// linear block index walks tiles slowest, so every head's first tile starts before any second
+// tile; `tile` counts from the longest (the caller maps it to its tile order).
+struct FbBlock { int tile, head, b; };
+__device__ __forceinline__ FbBlock fb_block() {
+    const i64 nhb = (i64)gridDim.y * gridDim.z;
+    const i64 lin = blockIdx.x + (i64)gridDim.x * (blockIdx.y + (i64)gridDim.y * blockIdx.z);
+    const i64 rem = lin % nhb;
+    return FbBlock{(int)(lin / nhb), (int)(rem % gridDim.y), (int)(rem / gridDim.y)};
 }
 
 // The first query tile start that can see keys from key0 on (the backward has no per-sequence key counts).
@@ -87,6 +129,32 @@ __device__ __forceinline__ void fb_mma_abt(float (*acc)[4], const unsigned short
             fa_mma<BF>(acc[2 * np], af, kb[0], kb[1]);
             fa_mma<BF>(acc[2 * np + 1], af, kb[2], kb[3]);
         }
+    }
+}
+
+// fb_mma_abt with the A fragments (16 rows x D) already in registers (af[ks], ks < D / 16).
+template <int D, int NB, bool BF>
+__device__ __forceinline__ void fb_mma_abt_r(float (*acc)[4], const unsigned (*af)[4], const unsigned short* sb, int b0, int lane) {
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ks++) {
+#pragma unroll
+        for (int np = 0; np < NB / 2; np++) {
+            unsigned kb[4];
+            int r = b0 + np * 16 + ((lane >> 4) << 3) + (lane & 7), ch = ks * 2 + ((lane >> 3) & 1);
+            fa_ldsm4(kb, sb + r * D + ((ch ^ (r & 7)) * 8));
+            fa_mma<BF>(acc[2 * np], af[ks], kb[0], kb[1]);
+            fa_mma<BF>(acc[2 * np + 1], af[ks], kb[2], kb[3]);
+        }
+    }
+}
+
+// The A fragments of rows [a0, a0 + 16) of a [.., D] swizzled tile, as fb_mma_abt loads them.
+template <int D>
+__device__ __forceinline__ void fb_load_a(unsigned (*af)[4], const unsigned short* sa, int a0, int lane) {
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ks++) {
+        int r = a0 + (lane & 15), ch = ks * 2 + (lane >> 4);
+        fa_ldsm4(af[ks], sa + r * D + ((ch ^ (r & 7)) * 8));
     }
 }
 
@@ -140,9 +208,10 @@ __device__ __forceinline__ void flash_bwd_kv_tc(const FbParams& p) {
     float* sD = sL + 2 * BM;                // [2][BM] delta
 
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    const int kvh = blockIdx.y, b = blockIdx.z;
+    const FbBlock blk = fb_block();  // key tile 0 sees the most queries under a causal mask
+    const int kvh = blk.head, b = blk.b;
     const int group = p.n_heads / p.n_kv_heads;
-    const int k0 = blockIdx.x * BN;
+    const int k0 = blk.tile * BN;
     const int off = p.causal == 2 ? p.kv_len - p.q_len : 0;
     const int qstart = (fb_first_query(p, k0) / BM) * BM;
     const int qtiles = qstart < p.q_len ? (p.q_len - qstart + BM - 1) / BM : 0;
@@ -152,6 +221,7 @@ __device__ __forceinline__ void flash_bwd_kv_tc(const FbParams& p) {
     const u16* V = (const u16*)p.v.ptr + (i64)b * p.v.sb + (i64)kvh * p.v.sh;
     fb_load_tile<D>(sK, K, p.k.ss, k0, BN, p.kv_len, tid, NT);
     fb_load_tile<D>(sV, V, p.v.ss, k0, BN, p.kv_len, tid, NT);
+    fa_cp_commit();  // K and V: their own group, waited for before the first query tile's
 
     auto load_step = [&](int st, int buf) {
         const int h = kvh * group + st / qtiles;
@@ -169,6 +239,17 @@ __device__ __forceinline__ void flash_bwd_kv_tc(const FbParams& p) {
     };
     if (steps > 0) load_step(0, 0);
     fa_cp_commit();
+
+    // at d64 the warp's 16 rows of K and V stay in registers as the A operands of S^T and dP^T
+    // (at d128 they would not fit: 255 registers and spills)
+    constexpr bool AREG = D == 64;
+    unsigned kfr[AREG ? D / 16 : 1][4], vfr[AREG ? D / 16 : 1][4];
+    fa_cp_wait<1>();
+    __syncthreads();
+    if constexpr (AREG) {
+        fb_load_a<D>(kfr, sK, warp * 16, lane);
+        fb_load_a<D>(vfr, sV, warp * 16, lane);
+    }
 
     const int g = lane >> 2, t = lane & 3;
     const int key0 = k0 + warp * 16 + g, key1 = key0 + 8;
@@ -192,8 +273,13 @@ __device__ __forceinline__ void flash_bwd_kv_tc(const FbParams& p) {
         float s[BM / 8][4], dp[BM / 8][4];
 #pragma unroll
         for (int i = 0; i < BM / 8; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = dp[i][0] = dp[i][1] = dp[i][2] = dp[i][3] = 0.f;
-        fb_mma_abt<D, BM / 8, BF>(s, sK, warp * 16, tq, 0, lane);
-        fb_mma_abt<D, BM / 8, BF>(dp, sV, warp * 16, tg, 0, lane);
+        if constexpr (AREG) {
+            fb_mma_abt_r<D, BM / 8, BF>(s, kfr, tq, 0, lane);
+            fb_mma_abt_r<D, BM / 8, BF>(dp, vfr, tg, 0, lane);
+        } else {
+            fb_mma_abt<D, BM / 8, BF>(s, sK, warp * 16, tq, 0, lane);
+            fb_mma_abt<D, BM / 8, BF>(dp, sV, warp * 16, tg, 0, lane);
+        }
 #pragma unroll
         for (int nb = 0; nb < BM / 8; nb++) {
 #pragma unroll
@@ -233,8 +319,9 @@ __device__ __forceinline__ void flash_bwd_q_tc(const FbParams& p) {
     u16* sV = sK + 2 * BN * D;  // [2][BN * D]
 
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    const int mblk = gridDim.x - 1 - blockIdx.x;  // the longest causal blocks first
-    const int h = blockIdx.y, b = blockIdx.z;
+    const FbBlock blk = fb_block();
+    const int mblk = gridDim.x - 1 - blk.tile;  // the last query tile sees the most keys
+    const int h = blk.head, b = blk.b;
     const int kvh = h / (p.n_heads / p.n_kv_heads);
     const int m0 = mblk * BM;
     const int off = p.causal == 2 ? p.kv_len - p.q_len : 0;
@@ -308,7 +395,7 @@ __device__ __forceinline__ void flash_bwd_q_tc(const FbParams& p) {
 
 extern "C" __global__ void __launch_bounds__(128) flash_bwd_kv_tc_d64(const FbParams p) { flash_bwd_kv_tc<64, 64, FaIsBf<T>::v>(p); }
 extern "C" __global__ void __launch_bounds__(128) flash_bwd_kv_tc_d128(const FbParams p) { flash_bwd_kv_tc<128, 32, FaIsBf<T>::v>(p); }
-extern "C" __global__ void __launch_bounds__(128) flash_bwd_q_tc_d64(const FbParams p) { flash_bwd_q_tc<64, 64, FaIsBf<T>::v>(p); }
+extern "C" __global__ void __launch_bounds__(128, 3) flash_bwd_q_tc_d64(const FbParams p) { flash_bwd_q_tc<64, 64, FaIsBf<T>::v>(p); }
 extern "C" __global__ void __launch_bounds__(128) flash_bwd_q_tc_d128(const FbParams p) { flash_bwd_q_tc<128, 32, FaIsBf<T>::v>(p); }
 
 // ---------------------------------------------------------------------------------------------
