@@ -30,8 +30,11 @@ pub(super) const VARIANTS: [(&str, usize, usize, usize); 6] = [
 /// Keys per K/V tile (`S9_BN`).
 const BN: usize = 128;
 
-/// The loaded kernels of each (device ordinal, dtype), in [`VARIANTS`] order.
-static FUNCS: Mutex<Option<HashMap<(usize, DType), [Func; VARIANTS.len()]>>> = Mutex::new(None);
+/// The kernels of one module, in [`VARIANTS`] order.
+type Kernels = [Func; VARIANTS.len()];
+
+/// The loaded kernels of each (device ordinal, dtype).
+static FUNCS: Mutex<Option<HashMap<(usize, DType), Kernels>>> = Mutex::new(None);
 
 /// True when the Hopper kernel can run `p` on `dev` (the caller has checked the operands'
 /// 16-byte alignment): an sm_90 device, f16/bf16, head_dim 64, a positive scale (the softmax folds
@@ -46,7 +49,7 @@ fn smem_bytes(nwg: usize, stages: usize) -> usize {
     1024 + (64 * nwg * 64 + stages * 2 * BN * 64) * 2 + 8 * (1 + 2 * stages)
 }
 
-fn funcs(dev: &CudaDevice, dt: DType) -> Result<[Func; VARIANTS.len()]> {
+fn funcs(dev: &CudaDevice, dt: DType) -> Result<Kernels> {
     let op = "flash_attention";
     let key = (dev.ordinal, dt);
     let mut cache = FUNCS.lock().unwrap_or_else(|e| e.into_inner());
@@ -67,7 +70,7 @@ fn funcs(dev: &CudaDevice, dt: DType) -> Result<[Func; VARIANTS.len()]> {
         // SAFETY: the module was just loaded and is never unloaded.
         out.push(Func(unsafe { dres::module::get_function(m, cname) }.map_err(|e| drv(name, format!("kernel not found in its module: {e}")))?));
     }
-    let out: [Func; VARIANTS.len()] = out.try_into().map_err(|_| Error::value(op, "kernel count mismatch"))?;
+    let out: Kernels = out.try_into().map_err(|_| Error::value(op, "kernel count mismatch"))?;
     cache.insert(key, out);
     Ok(out)
 }
