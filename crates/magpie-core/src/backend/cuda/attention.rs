@@ -201,6 +201,9 @@ fn tc_variant(cell: &AtomicUsize, var: &str, default: usize, n: usize) -> usize 
     }
 }
 
+/// A table of tensor-core kernel variants: name, warps, query rows per warp, FA_FOLD, FA_X2.
+type TcTable = [(&'static str, usize, usize, bool, bool)];
+
 /// The tensor-core kernel picked for `p` on `dev`.
 enum TcPick {
     /// A kernel of attention.cu: name, warps, query rows per warp.
@@ -212,7 +215,7 @@ enum TcPick {
 /// The tensor-core kernel for `p` on `dev`.
 fn tc_pick(p: &FlashParams, dev: &CudaDevice) -> TcPick {
     let arch = dev.arch.0;
-    let (table, mut v, fallback): (&[(&'static str, usize, usize, bool, bool)], usize, usize) = if p.head_dim == 64 {
+    let (table, mut v, fallback): (&TcTable, usize, usize) = if p.head_dim == 64 {
         let v = tc_variant(&TC_VARIANT_D64, "MAGPIE_FLASH_D64", TC_D64_DEFAULT, TC_D64_VARIANTS);
         if v >= SM90_FIRST {
             if super::attention_sm90::applies(dev, p) {
