@@ -7,7 +7,7 @@
 //!
 //!     cargo run --release -p magpie-core --example flash_bench
 
-use magpie_core::backend::cuda::attention::{decode_workspace_bytes, flash_decode, flash_forward, reset_tc_variants, set_tc_variant_d128, set_tc_variant_d64, tc_kernel_name, AttnOperand, Causal, DecodeParams, FlashParams};
+use magpie_core::backend::cuda::attention::{decode_workspace_bytes, flash_decode, flash_forward, reset_tc_variants, set_tc_variant_d128, set_tc_variant_d64, tc_kernel_name, AttnOperand, Causal, DecodeParams, FlashParams, TC_D64_VARIANTS};
 use magpie_core::backend::cuda::device::device;
 use magpie_core::backend::cuda::kern::elem_ptr;
 use magpie_core::{DType, Device, Error, Result, Tensor};
@@ -42,7 +42,7 @@ fn main() -> Result<()> {
         return Ok(());
     }
     let args: Vec<String> = std::env::args().collect();
-    let variants = list(&args, "--variants", &[0, 1, 2, 3, 4, 5, 6])?;
+    let variants = list(&args, "--variants", &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12])?;
     let seqs = list(&args, "--seqs", &[4096, 16384, 32768, 100_000])?;
     let dev = device("bench", 0)?;
     println!("device: {:?}, {} SMs", dev, dev.sm_count);
@@ -63,7 +63,7 @@ fn main() -> Result<()> {
             let off = lk - lq;
             let pairs: f64 = (0..lq).map(|i| (i + off + 1).min(lk) as f64).sum();
             let flops = 4.0 * pairs * h as f64 * d as f64;
-            let nv = if d == 64 { 7 } else { 4 };
+            let nv = if d == 64 { TC_D64_VARIANTS } else { 4 };
             for &w in variants.iter().filter(|&&w| w < nv) {
                 set_tc_variant_d64(w);
                 set_tc_variant_d128(w);

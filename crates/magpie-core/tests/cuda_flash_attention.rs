@@ -7,7 +7,7 @@
 #[path = "cuda_util/mod.rs"]
 mod util;
 
-use magpie_core::backend::cuda::attention::{decode_workspace_bytes, flash_decode, flash_forward, reset_tc_variants, set_tc_variant_d128, set_tc_variant_d64, tc_kernel_name, AttnOperand, Causal, DecodeParams, FlashParams};
+use magpie_core::backend::cuda::attention::{decode_workspace_bytes, flash_decode, flash_forward, flash_forward_lse, reset_tc_variants, set_tc_variant_d128, set_tc_variant_d64, tc_kernel_name, AttnOperand, Causal, DecodeParams, FlashParams, TC_D64_VARIANTS};
 use magpie_core::backend::cuda::device::{device, CudaDevice};
 use magpie_core::backend::cuda::kern::elem_ptr;
 use magpie_core::ops::nn;
@@ -182,7 +182,7 @@ fn flash_forward_tc_variants() {
     let _guard = VARIANTS.lock().unwrap_or_else(|e| e.into_inner());
     let d = dev();
     let mut rng = Rng::new(7);
-    for (hd, variants, lens) in [(64usize, 7usize, &[(1usize, 1usize), (63, 65), (129, 129), (200, 17), (300, 1000)][..]), (128, 4, &[(1, 1), (63, 65), (200, 17), (300, 1000)][..])] {
+    for (hd, variants, lens) in [(64usize, TC_D64_VARIANTS, &[(1usize, 1usize), (63, 65), (129, 129), (200, 17), (300, 1000)][..]), (128, 4, &[(1, 1), (63, 65), (200, 17), (300, 1000)][..])] {
         for dt in [DType::BF16, DType::F16] {
             for &(lq, lk) in lens {
                 for causal in [Causal::None, Causal::TopLeft, Causal::BottomRight] {
@@ -232,7 +232,7 @@ fn flash_forward_tc_variants_nonpositive_scale() {
     let _guard = VARIANTS.lock().unwrap_or_else(|e| e.into_inner());
     let d = dev();
     let mut rng = Rng::new(11);
-    for (hd, variants) in [(64usize, 7usize), (128, 4)] {
+    for (hd, variants) in [(64usize, TC_D64_VARIANTS), (128, 4)] {
         for scale in [-0.3f64, 0.0] {
             let s = Shape { b: 1, h: 2, kvh: 1, d: hd, lq: 70, lk: 130 };
             let dt = DType::BF16;
@@ -259,6 +259,139 @@ fn flash_forward_tc_variants_nonpositive_scale() {
     reset_tc_variants();
 }
 
+/// The first Hopper (wgmma) variant number of `set_tc_variant_d64`, and how many there are.
+const SM90_FIRST: usize = 7;
+const SM90_N: usize = TC_D64_VARIANTS - SM90_FIRST;
+
+/// Worst error of `got` against the reference rows, relative to max |ref|.
+fn rel_err(got: &[f64], want: &[(usize, usize, usize, Vec<f64>)], s: &Shape) -> f64 {
+    let amax = want.iter().flat_map(|r| r.3.iter()).fold(0.0f64, |a, x| a.max(x.abs())).max(1e-3);
+    let mut worst = 0.0f64;
+    for (b, h, i, o) in want {
+        let base = ((b * s.h + h) * s.lq + i) * s.d;
+        for e in 0..s.d {
+            let err = (got[base + e] - o[e]).abs();
+            worst = worst.max(if err.is_finite() { err } else { f64::INFINITY });
+        }
+    }
+    worst / amax
+}
+
+/// The Hopper kernels (head_dim-64 variants 7-11, sm_90 only) against the f64 reference and the
+/// mma.sync kernel (variant 3) at odd lengths, GQA (4 query heads per kv head), the three causal
+/// modes, bf16 and f16: each variant's worst error relative to max |ref| must stay within a bound
+/// 2-10x tighter than the other tests' and within 1.5x (plus one f16 ulp) of variant 3's; the
+/// log2-sum-exp rows within 1e-3 of variant 3's.
+#[test]
+fn flash_forward_sm90_matches_reference() {
+    if gpu().is_none() {
+        return;
+    }
+    let d = dev();
+    if d.arch != (9, 0) {
+        eprintln!("skipped: the Hopper kernels need an sm_90 device, this is sm_{}{}", d.arch.0, d.arch.1);
+        return;
+    }
+    let _guard = VARIANTS.lock().unwrap_or_else(|e| e.into_inner());
+    let mut rng = Rng::new(17);
+    let lens: [(usize, usize); 9] = [(1, 1), (7, 7), (63, 63), (65, 65), (127, 127), (63, 65), (65, 63), (1, 300), (1000, 1000)];
+    for dt in [DType::BF16, DType::F16] {
+        let bound = if dt == DType::BF16 { 1e-2 } else { 2e-3 };
+        for &(lq, lk) in &lens {
+            for causal in [Causal::None, Causal::TopLeft, Causal::BottomRight] {
+                let s = Shape { b: 1, h: 8, kvh: 2, d: 64, lq, lk };
+                let q = data(&mut rng, s.b * s.h * s.lq * s.d, dt, 1.5);
+                let k = data(&mut rng, s.b * s.kvh * s.lk * s.d, dt, 1.5);
+                let v = data(&mut rng, s.b * s.kvh * s.lk * s.d, dt, 1.0);
+                let (_tq, oq) = upload(&q, s.b, s.h, s.lq, s.d, false, dt);
+                let (_tk, ok) = upload(&k, s.b, s.kvh, s.lk, s.d, false, dt);
+                let (_tv, ov) = upload(&v, s.b, s.kvh, s.lk, s.d, false, dt);
+                let scale = 1.0 / 8.0;
+                let want = reference(&q, &k, &v, &s, scale, causal, &[lk], None);
+                let p = FlashParams { dtype: dt, batch: s.b, n_heads: s.h, n_kv_heads: s.kvh, head_dim: s.d, q_len: s.lq, kv_len: s.lk, scale: scale as f32, causal };
+                let nl = s.b * s.h * s.lq;
+                let run = |variant: usize| {
+                    set_tc_variant_d64(variant);
+                    let (to, oo) = zeros_dev(s.b, s.h, s.lq, s.d, false, dt);
+                    let lse = Tensor::from_vec(vec![f32::NAN; nl], &[nl]).unwrap().to_device(GPU).unwrap();
+                    flash_forward_lse(&d, &p, oq, ok, ov, oo, None, Some(elem_ptr("test", &lse).unwrap().0)).unwrap();
+                    (download(&to, false), lse.to_device(Device::Cpu).unwrap().to_f64_vec().unwrap(), tc_kernel_name(&d, &p))
+                };
+                let (old, old_lse, _) = run(3);
+                let old_err = rel_err(&old, &want, &s);
+                for variant in SM90_FIRST..SM90_FIRST + SM90_N {
+                    let (got, lse, name) = run(variant);
+                    assert!(name.starts_with("flash_sm90"), "variant {variant} ran {name}");
+                    let err = rel_err(&got, &want, &s);
+                    let what = format!("{name} {dt:?} lq{lq} lk{lk} {causal:?}");
+                    assert!(err <= bound && err <= 1.5 * old_err + 1e-3, "{what}: error {err:.2e} (variant 3: {old_err:.2e})");
+                    for (i, (a, w)) in lse.iter().zip(&old_lse).enumerate() {
+                        let ok = (a.is_infinite() && a == w) || (a - w).abs() <= 1e-3 * w.abs().max(1.0);
+                        assert!(ok, "{what}: lse row {i} {a}, variant 3 {w}");
+                    }
+                    eprintln!("{what}: error {err:.2e} (variant 3 {old_err:.2e})");
+                }
+            }
+        }
+    }
+    reset_tc_variants();
+}
+
+/// The Hopper kernels over long sequences, every row against variant 3 and sampled rows against
+/// the f64 reference: causal top-left over 8191 tokens and a 1000-query chunk at the end of 9000
+/// keys (bottom-right), GQA 8 / 2 heads, bf16 and f16, scores spread over more than 2^8.
+#[test]
+fn flash_forward_sm90_long() {
+    if gpu().is_none() {
+        return;
+    }
+    let d = dev();
+    if d.arch != (9, 0) {
+        eprintln!("skipped: the Hopper kernels need an sm_90 device, this is sm_{}{}", d.arch.0, d.arch.1);
+        return;
+    }
+    let _guard = VARIANTS.lock().unwrap_or_else(|e| e.into_inner());
+    let mut rng = Rng::new(19);
+    for dt in [DType::BF16, DType::F16] {
+        for (lq, lk, causal) in [(8191usize, 8191usize, Causal::TopLeft), (1000, 9000, Causal::BottomRight)] {
+            let s = Shape { b: 1, h: 8, kvh: 2, d: 64, lq, lk };
+            let q = data(&mut rng, s.b * s.h * s.lq * s.d, dt, 3.0);
+            let k = data(&mut rng, s.b * s.kvh * s.lk * s.d, dt, 3.0);
+            let v = data(&mut rng, s.b * s.kvh * s.lk * s.d, dt, 1.0);
+            let (_tq, oq) = upload(&q, s.b, s.h, s.lq, s.d, false, dt);
+            let (_tk, ok) = upload(&k, s.b, s.kvh, s.lk, s.d, false, dt);
+            let (_tv, ov) = upload(&v, s.b, s.kvh, s.lk, s.d, false, dt);
+            let scale = 0.125;
+            let rows = [0usize, 1, 127, 128, 129, 500, lq / 2, lq - 2, lq - 1];
+            let want = reference(&q, &k, &v, &s, scale, causal, &[lk], Some(&rows));
+            let p = FlashParams { dtype: dt, batch: s.b, n_heads: s.h, n_kv_heads: s.kvh, head_dim: s.d, q_len: s.lq, kv_len: s.lk, scale: scale as f32, causal };
+            let run = |variant: usize| {
+                set_tc_variant_d64(variant);
+                let (to, oo) = zeros_dev(s.b, s.h, s.lq, s.d, false, dt);
+                flash_forward(&d, &p, oq, ok, ov, oo, None).unwrap();
+                download(&to, false)
+            };
+            let old = run(3);
+            let amax = old.iter().fold(0.0f64, |a, x| a.max(x.abs())).max(1e-3);
+            // one 16-bit rounding of the output either way, and of P on different tile boundaries
+            let diff_bound = if dt == DType::BF16 { 1e-2 } else { 2e-3 };
+            for variant in SM90_FIRST..SM90_FIRST + SM90_N {
+                let got = run(variant);
+                let what = format!("variant {variant} {dt:?} lq{lq} lk{lk} {causal:?}");
+                check(&what, &got, &want, &s, dt);
+                let mut worst = 0.0f64;
+                for (i, (g, w)) in got.iter().zip(&old).enumerate() {
+                    let err = (g - w).abs();
+                    assert!(err.is_finite() && err <= diff_bound * amax, "{what}: element {i} got {g}, variant 3 gives {w}");
+                    worst = worst.max(err);
+                }
+                eprintln!("{what}: max difference to variant 3 {worst:.2e} (max |out| {amax:.3})");
+            }
+        }
+    }
+    reset_tc_variants();
+}
+
 /// Long sequences (every row): each tensor-core variant against variant 2 / 0 (checked against
 /// the f64 reference above), causal top-left over 8191 tokens and a 1000-query chunk at the end of
 /// 9000 keys (bottom-right, as a chunked prefill runs), GQA 8 / 2 heads.
@@ -270,7 +403,7 @@ fn flash_forward_tc_variants_long() {
     let _guard = VARIANTS.lock().unwrap_or_else(|e| e.into_inner());
     let d = dev();
     let mut rng = Rng::new(13);
-    for (hd, variants) in [(64usize, 7usize), (128, 4)] {
+    for (hd, variants) in [(64usize, TC_D64_VARIANTS), (128, 4)] {
         for (lq, lk, causal) in [(8191usize, 8191usize, Causal::TopLeft), (1000, 9000, Causal::BottomRight)] {
             let dt = DType::BF16;
             let s = Shape { b: 1, h: 8, kvh: 2, d: hd, lq, lk };

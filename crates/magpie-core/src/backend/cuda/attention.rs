@@ -75,7 +75,7 @@ pub(super) const LOG2E: f32 = std::f32::consts::LOG2_E;
 
 #[repr(C)]
 #[derive(Clone, Copy)]
-struct KParams {
+pub(super) struct KParams {
     batch: i32,
     n_heads: i32,
     n_kv_heads: i32,
@@ -136,6 +136,12 @@ const TC_D64: [(&str, usize, usize, bool, bool); 7] = [
     ("flash_tc_d64_w4m2_fx", 4, 32, true, true),
     ("flash_tc_d64_w4m2_fqx", 4, 32, true, true),
 ];
+/// The first head_dim-64 variant number of the Hopper kernels (`attention_sm90::VARIANTS`).
+const SM90_FIRST: usize = TC_D64.len();
+/// Number of head_dim-64 variants: [`TC_D64`], then the Hopper kernels.
+pub const TC_D64_VARIANTS: usize = TC_D64.len() + super::attention_sm90::VARIANTS.len();
+/// FA_FOLD (variant 3). The Hopper kernels (7-12) are correct on an H200 but not yet timed, so
+/// they are picked by `MAGPIE_FLASH_D64` only until a measurement shows which is faster.
 const TC_D64_DEFAULT: usize = 3;
 
 /// The head_dim-128 variants, as [`TC_D64`].
@@ -154,11 +160,15 @@ static TC_VARIANT_D128: AtomicUsize = AtomicUsize::new(UNSET);
 /// query rows, 1 = 8 warps x 16 rows, 2 = 4 warps x 32 rows, 3 = 2 with the scale folded into the
 /// exponential and the rescale skipped while the row max stays (FA_FOLD; the default), 4 = 3 with Q
 /// reloaded per tile (3 blocks per multiprocessor), 5 = 3 with exponentials in 16-bit pairs
-/// (FA_X2), 6 = 4 with FA_X2. Without a call, `MAGPIE_FLASH_D64` (a number) picks it. Variants 3-6
-/// need scale > 0 (else 2 runs) and 5-6 sm_90 (else 3 or 4).
+/// (FA_X2), 6 = 4 with FA_X2, 7-12 = the Hopper (wgmma) kernels of `attention_sm90` (7: two
+/// consumer warpgroups and a producer warp, 2 K/V stages; 8: 7 with P V left in flight while the
+/// next S issues; 9: 7 with three warpgroups; 10: 8 with a producer warpgroup giving
+/// registers to the consumers; 11: 10 with S of the next tile issued before the softmax; 12: 11
+/// with 3 stages). Without a call, `MAGPIE_FLASH_D64` (a number) picks it. Variants 3-12 need
+/// scale > 0 (else 2 runs), 5-6 sm_90 (else 3 or 4), 7-12 an sm_90 device (else 3).
 #[doc(hidden)]
 pub fn set_tc_variant_d64(v: usize) {
-    TC_VARIANT_D64.store(v.min(TC_D64.len() - 1), Ordering::Relaxed);
+    TC_VARIANT_D64.store(v.min(TC_D64_VARIANTS - 1), Ordering::Relaxed);
 }
 
 /// Picks the head_dim-128 tensor-core kernel variant, for benchmarks and tests: 0 = P packed next
@@ -191,10 +201,30 @@ fn tc_variant(cell: &AtomicUsize, var: &str, default: usize, n: usize) -> usize 
     }
 }
 
-/// The tensor-core kernel for `p` on an sm_`arch` device: name, warps, query rows per warp.
-fn tc_kernel(p: &FlashParams, arch: i32) -> (&'static str, usize, usize) {
-    let (table, mut v, fallback): (&[(&'static str, usize, usize, bool, bool)], usize, usize) = if p.head_dim == 64 {
-        (&TC_D64, tc_variant(&TC_VARIANT_D64, "MAGPIE_FLASH_D64", TC_D64_DEFAULT, TC_D64.len()), 2)
+/// A table of tensor-core kernel variants: name, warps, query rows per warp, FA_FOLD, FA_X2.
+type TcTable = [(&'static str, usize, usize, bool, bool)];
+
+/// The tensor-core kernel picked for `p` on `dev`.
+enum TcPick {
+    /// A kernel of attention.cu: name, warps, query rows per warp.
+    Tc(&'static str, usize, usize),
+    /// An index of `attention_sm90::VARIANTS`.
+    Sm90(usize),
+}
+
+/// The tensor-core kernel for `p` on `dev`.
+fn tc_pick(p: &FlashParams, dev: &CudaDevice) -> TcPick {
+    let arch = dev.arch.0;
+    let (table, mut v, fallback): (&TcTable, usize, usize) = if p.head_dim == 64 {
+        let v = tc_variant(&TC_VARIANT_D64, "MAGPIE_FLASH_D64", TC_D64_DEFAULT, TC_D64_VARIANTS);
+        if v >= SM90_FIRST {
+            if super::attention_sm90::applies(dev, p) {
+                return TcPick::Sm90(v - SM90_FIRST);
+            }
+            (&TC_D64, 3, 2)
+        } else {
+            (&TC_D64, v, 2)
+        }
     } else {
         (&TC_D128, tc_variant(&TC_VARIANT_D128, "MAGPIE_FLASH_D128", TC_D128_DEFAULT, TC_D128.len()), 0)
     };
@@ -208,7 +238,7 @@ fn tc_kernel(p: &FlashParams, arch: i32) -> (&'static str, usize, usize) {
         v = fallback;
     }
     let (name, warps, rows, _, _) = table[v];
-    (name, warps, rows)
+    TcPick::Tc(name, warps, rows)
 }
 
 pub(super) fn check_common(op: &str, dtype: DType, n_heads: usize, n_kv_heads: usize, head_dim: usize) -> Result<()> {
@@ -259,7 +289,10 @@ pub(super) fn set_smem(op: &str, f: Func, bytes: usize) -> Result<()> {
 /// [`uses_tensor_cores`] holds); for benchmarks.
 #[doc(hidden)]
 pub fn tc_kernel_name(dev: &CudaDevice, p: &FlashParams) -> &'static str {
-    tc_kernel(p, dev.arch.0).0
+    match tc_pick(p, dev) {
+        TcPick::Tc(name, _, _) => name,
+        TcPick::Sm90(i) => super::attention_sm90::VARIANTS[i].0,
+    }
 }
 
 /// True when [`flash_forward`] takes the tensor-core kernel for these params and operands.
@@ -332,7 +365,10 @@ pub fn flash_forward_lse(dev: &CudaDevice, p: &FlashParams, q: AttnOperand, k: A
         pad: 0,
     };
     if uses_tensor_cores(dev, p, &[q, k, v, o]) {
-        let (name, warps, rows) = tc_kernel(p, dev.arch.0);
+        let (name, warps, rows) = match tc_pick(p, dev) {
+            TcPick::Tc(name, warps, rows) => (name, warps, rows),
+            TcPick::Sm90(i) => return super::attention_sm90::forward(dev, op, p, i, kp),
+        };
         let bm = rows * warps;
         let smem = (bm + 4 * 64) * p.head_dim * 2;
         let f = kfunc(dev, KFile::Attention, p.dtype, name)?;

@@ -124,7 +124,12 @@ pub fn functions(dev: &CudaDevice, module: &str, source: &str, names: &[String])
 }
 
 pub(crate) fn cubin(dev: &CudaDevice, name: &str, source: &str) -> Result<Vec<u8>> {
-    let arch = format!("sm_{}{}", dev.arch.0, dev.arch.1);
+    cubin_arch(name, source, &format!("sm_{}{}", dev.arch.0, dev.arch.1))
+}
+
+/// [`cubin`] for a named target (`sm_90a`: the arch-specific features such as wgmma, which a
+/// plain `sm_90` compilation rejects); the caller checks that the device runs it.
+pub(crate) fn cubin_arch(name: &str, source: &str, arch: &str) -> Result<Vec<u8>> {
     // SAFETY: a pure query; the caller made sure NVRTC loads (below) before the first use.
     if !unsafe { nsys::is_culib_present() } {
         return Err(Error::device(name, "CUDA kernels need NVRTC (libnvrtc), which was not found; add the CUDA toolkit's lib64 to LD_LIBRARY_PATH"));
@@ -140,7 +145,7 @@ pub(crate) fn cubin(dev: &CudaDevice, name: &str, source: &str) -> Result<Vec<u8
             }
         }
     }
-    let bin = compile(name, source, &arch)?;
+    let bin = compile(name, source, arch)?;
     COMPILES.fetch_add(1, Ordering::Relaxed);
     if let Some(f) = &file {
         // write to a temporary name and rename, so that a concurrent reader never sees half a file

@@ -18,6 +18,8 @@ pub mod attention_bwd;
 #[cfg(feature = "cuda")]
 pub mod attention_f32;
 #[cfg(feature = "cuda")]
+pub mod attention_sm90;
+#[cfg(feature = "cuda")]
 pub mod compile;
 #[cfg(feature = "cuda")]
 pub mod device;
