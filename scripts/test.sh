@@ -26,11 +26,13 @@ if python3 scripts/fixtures/check_tensorboard.py "$tb/tb" --loss-log "$tb/bad.js
   exit 1
 fi
 rm -rf "$tb"
-cargo run --release -p magpie-conformance -- \
+# the workspace build's binary: `cargo run -p magpie-conformance` would build the core again with
+# this one package's feature set (~4 minutes)
+"${CARGO_TARGET_DIR:-target}/release/magpie-conformance" \
   --cases tests/conformance/opinfo-float32 --cases tests/conformance/opinfo-int64 \
   --cases tests/conformance/opinfo-bfloat16 --cases tests/conformance/opinfo-float16 \
   --baseline tests/conformance/baseline.json --readme-check README.md
 # gradcheck / gradgradcheck (f64) of every op with OpInfo gradient cases; fails when an op that
 # passed in tests/conformance/gradcheck_baseline.json no longer does (report: gradcheck_report.md)
-cargo run --release -p magpie-conformance -- --gradcheck --cases tests/conformance/opinfo-float32 \
+"${CARGO_TARGET_DIR:-target}/release/magpie-conformance" --gradcheck --cases tests/conformance/opinfo-float32 \
   --gradcheck-baseline tests/conformance/gradcheck_baseline.json
