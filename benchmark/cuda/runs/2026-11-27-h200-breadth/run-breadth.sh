@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Branch h9/breadth on one GPU (2026-11-27). Staged in .gpu-breadth/ from a release build of the branch:
+# The fallback change's tree on one GPU (2026-11-27). Staged in .gpu-breadth/ from a release build of the branch:
 # magpie-conformance and the magpie-core test binary cuda_special_stats (stripped, gzip -9), the branch's
 # cuda_must_be_native.txt. CUDA conformance of the four OpInfo case sets with fallback counting (as the
 # 6682a50 run-a.sh) beside the GPU unit tests.
